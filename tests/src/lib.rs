@@ -1,0 +1,8 @@
+//! Root-only integration tests of the tracer against the real kernel.
+//!
+//! - `testbed`: network namespaces, veth pairs, listeners and nft rules the tests build and remove.
+//!   No namespace has a route out: all test traffic stays inside them.
+//! - `tracer`: runs the real `tracer` binary (`TRACER_BIN`, set by `cargo xtask test`) and reads the
+//!   JSON records it emits.
+pub mod testbed;
+pub mod tracer;

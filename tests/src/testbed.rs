@@ -1,0 +1,463 @@
+// (module of the `tests` crate)
+//! Real network-namespace test beds for integration tests of an eBPF TCP flow tracer.
+//!
+//! Everything here needs root. All traffic stays inside namespaces created by this crate:
+//! a [`Netns`] only has `lo` (and, for [`TwoHosts`], one veth pair whose both ends live in
+//! freshly created namespaces), so there is no route to the machine's own network and no
+//! link to the host namespace. Addresses are taken from `10.231.0.0/16`.
+//!
+//! Errors are reported by panicking with a clear message: callers are tests.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Process-wide counter so namespace names (and bed subnets) are unique within the process.
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn next_id() -> u32 {
+    COUNTER.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// Runs a command to completion, panicking with its stderr if it cannot start or fails.
+fn run(cmd: &str, args: &[&str]) -> Output {
+    let out = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{cmd} {}`: {e}", args.join(" ")));
+    if !out.status.success() {
+        panic!(
+            "`{cmd} {}` failed ({}): {}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+    }
+    out
+}
+
+/// A named network namespace (`ip netns add`), deleted on Drop (also kills any processes
+/// spawned in it). Drop never panics, so clean-up also happens while a test is unwinding.
+pub struct Netns {
+    name: String,
+    /// pidfds of processes started by [`Netns::spawn`]; pidfds (not pids) so that killing
+    /// on drop cannot hit an unrelated process that reused a pid.
+    children: Mutex<Vec<OwnedFd>>,
+}
+
+impl Netns {
+    /// Creates `"{prefix}-{pid}-{counter}"` and brings its `lo` up.
+    pub fn new(prefix: &str) -> Netns {
+        let name = format!("{prefix}-{}-{}", std::process::id(), next_id());
+        run("ip", &["netns", "add", &name]);
+        // Construct before further setup so a failure below still deletes the namespace.
+        let ns = Netns {
+            name,
+            children: Mutex::new(Vec::new()),
+        };
+        run("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// The namespace name as known to `ip netns`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The bind-mounted namespace file, `/run/netns/NAME`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    fn exec_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).args(args);
+        cmd
+    }
+
+    /// Runs `ip netns exec NAME args..`; panics with the command's stderr on failure.
+    pub fn exec(&self, args: &[&str]) -> Output {
+        let mut full = vec!["netns", "exec", &self.name];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// Like [`Netns::exec`] but reports success instead of panicking.
+    pub fn exec_ok(&self, args: &[&str]) -> bool {
+        self.exec_cmd(args)
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    /// Starts a background process in the namespace (stdio null). It is killed (SIGKILL) and
+    /// reaped when this `Netns` is dropped, even if the caller still holds the `Child`, so a
+    /// later `Child::wait` returns an error; wait before the drop if the status matters.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        let child = self
+            .exec_cmd(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {args:?} in netns {}: {e}", self.name));
+        // SAFETY: plain syscall with a pid we own (unreaped child), no pointers involved.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+        if fd < 0 {
+            panic!(
+                "pidfd_open({}): {}",
+                child.id(),
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: pidfd_open returned a fresh fd that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        self.children
+            .lock()
+            .expect("children list poisoned")
+            .push(fd);
+        child
+    }
+
+    /// Applies an nftables script (`nft -f -`) inside the namespace; panics with stderr on failure.
+    pub fn nft(&self, script: &str) {
+        let mut child = self
+            .exec_cmd(&["nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run nft in netns {}: {e}", self.name));
+        child
+            .stdin
+            .take()
+            .expect("stdin was requested as piped")
+            .write_all(script.as_bytes())
+            .expect("writing the nft script to nft's stdin");
+        let out = child.wait_with_output().expect("waiting for nft");
+        if !out.status.success() {
+            panic!(
+                "nft failed in netns {} ({}): {}\nscript:\n{script}",
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+
+    /// Runs `f` on a new OS thread named `thread_name` (its comm) that has `setns()`'d into
+    /// this namespace, and returns `f`'s result. The thread belongs to the test process, so
+    /// sockets it opens are attributed to `std::process::id()` with comm `thread_name`.
+    /// A panic inside `f` is re-raised in the caller.
+    pub fn run_in<T: Send + 'static>(
+        &self,
+        thread_name: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let ns_file = self.open_ns_file();
+        let handle = spawn_in_ns(ns_file, thread_name, f);
+        match handle.join() {
+            Ok(v) => v,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// Like `run_in`, but returns at once with the thread's handle: for a connect that is meant to
+    /// hang while the test watches what the tracer reports.
+    pub fn spawn_in<T: Send + 'static>(
+        &self,
+        thread_name: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> JoinHandle<T> {
+        spawn_in_ns(self.open_ns_file(), thread_name, f)
+    }
+
+    fn open_ns_file(&self) -> File {
+        File::open(self.path())
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.path().display()))
+    }
+}
+
+/// Spawns a named thread that enters the namespace `ns_file` before running `f`.
+fn spawn_in_ns<T: Send + 'static>(
+    ns_file: File,
+    thread_name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    assert!(
+        !thread_name.is_empty() && thread_name.len() <= 15,
+        "thread name {thread_name:?} must be 1..=15 bytes to be the exact comm"
+    );
+    std::thread::Builder::new()
+        .name(thread_name.to_string())
+        .spawn(move || {
+            // SAFETY: setns on a valid, open namespace fd; affects only this thread.
+            let rc = unsafe { libc::setns(ns_file.as_raw_fd(), libc::CLONE_NEWNET) };
+            if rc != 0 {
+                panic!("setns(CLONE_NEWNET): {}", std::io::Error::last_os_error());
+            }
+            drop(ns_file);
+            f()
+        })
+        .expect("spawning a namespace thread")
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let own = std::process::id() as i32;
+        // Kill what we spawned, and reap it (waitid on the pidfd only reaps that very child).
+        let children = match self.children.get_mut() {
+            Ok(c) => std::mem::take(c),
+            Err(p) => std::mem::take(p.into_inner()),
+        };
+        for fd in children {
+            // SAFETY: syscalls on a pidfd we own; null siginfo pointers are allowed.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::waitid(
+                    libc::P_PIDFD,
+                    fd.as_raw_fd() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED,
+                );
+            }
+        }
+        // Anything else still living in the namespace (e.g. started via exec and detached).
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .filter(|&p| p != own)
+            {
+                // SAFETY: plain kill syscall.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        match Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output()
+        {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => eprintln!(
+                "testbed: `ip netns del {}` failed: {}",
+                self.name,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ),
+            Err(e) => eprintln!("testbed: cannot run `ip netns del {}`: {e}", self.name),
+        }
+    }
+}
+
+/// Two namespaces joined by a veth pair (`eth0` in each) on `10.231.N.0/24`:
+/// client `.1`, server `.2`, and `absent_ip` `.99` with no host behind it.
+/// The veth is created inside the client namespace with its peer created directly in the
+/// server namespace, so it never exists in the host namespace; it vanishes with them.
+pub struct TwoHosts {
+    pub client: Netns,
+    pub server: Netns,
+    pub client_ip: Ipv4Addr,
+    pub server_ip: Ipv4Addr,
+    pub absent_ip: Ipv4Addr,
+}
+
+impl TwoHosts {
+    /// Builds the bed; namespaces are named `{prefix}c-…` and `{prefix}s-…`.
+    pub fn new(prefix: &str) -> TwoHosts {
+        let client = Netns::new(&format!("{prefix}c"));
+        let server = Netns::new(&format!("{prefix}s"));
+        // Namespaces isolate addresses, so N only needs to be distinct within the process
+        // for readable traces.
+        let n = (next_id() % 250 + 1) as u8;
+        let client_ip = Ipv4Addr::new(10, 231, n, 1);
+        let server_ip = Ipv4Addr::new(10, 231, n, 2);
+        let absent_ip = Ipv4Addr::new(10, 231, n, 99);
+        run(
+            "ip",
+            &[
+                "-n",
+                client.name(),
+                "link",
+                "add",
+                "eth0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                server.name(),
+            ],
+        );
+        for (ns, ip) in [(&client, client_ip), (&server, server_ip)] {
+            // Kernel-default neighbour parameters so an absent host fails ARP after 3 probes
+            // 1 s apart (EHOSTUNREACH after ~3 s) regardless of what the host has tuned: a
+            // new device copies init_net's `neigh.default` values, and non-init namespaces
+            // have no `neigh.default` of their own, so set them on the device itself.
+            ns.exec(&[
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv4.neigh.eth0.mcast_solicit=3",
+                "net.ipv4.neigh.eth0.ucast_solicit=3",
+                "net.ipv4.neigh.eth0.app_solicit=0",
+                "net.ipv4.neigh.eth0.mcast_resolicit=0",
+                "net.ipv4.neigh.eth0.retrans_time_ms=1000",
+            ]);
+            let cidr = format!("{ip}/24");
+            run(
+                "ip",
+                &["-n", ns.name(), "addr", "add", &cidr, "dev", "eth0"],
+            );
+            run("ip", &["-n", ns.name(), "link", "set", "eth0", "up"]);
+        }
+        TwoHosts {
+            client,
+            server,
+            client_ip,
+            server_ip,
+            absent_ip,
+        }
+    }
+}
+
+/// A TCP listener inside a namespace, on its own thread, that accepts connections and drops
+/// them immediately (the server app closes) until the `Listener` is dropped.
+pub struct Listener {
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Binds `addr` inside `ns` and returns once the socket is listening.
+    pub fn start(ns: &Netns, addr: SocketAddrV4) -> Listener {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_thread = Arc::clone(&stop);
+        let (tx, rx) = mpsc::channel();
+        let thread = spawn_in_ns(ns.open_ns_file(), "tb-listener", move || {
+            let listener = match TcpListener::bind(addr) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            // Non-blocking so the loop can notice `stop`; accepted sockets are blocking.
+            if let Err(e) = listener.set_nonblocking(true) {
+                let _ = tx.send(Err(e));
+                return;
+            }
+            let _ = tx.send(Ok(()));
+            while !stop_thread.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => drop(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("listener bind {addr} in netns {}: {e}", ns.name()),
+            Err(_) => panic!("listener thread for {addr} in netns {} died", ns.name()),
+        }
+        Listener {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn addr(&self) -> SocketAddrV4 {
+        self.addr
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                eprintln!("testbed: listener thread for {} panicked", self.addr);
+            }
+        }
+    }
+}
+
+/// Connects from inside `ns` on a thread named `comm` with `TcpStream::connect_timeout`,
+/// then drops the stream at once (the app closes the socket). Returns the connect result.
+pub fn connect_from(
+    ns: &Netns,
+    comm: &str,
+    to: SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    ns.run_in(comm, move || {
+        TcpStream::connect_timeout(&to, timeout).map(drop)
+    })
+}
+
+/// Server input chain drops TCP SYNs to `port` (a "dead pod" that still answers ARP).
+pub fn nft_drop_syn_to(port: u16) -> String {
+    format!(
+        "table inet tb_dropsyn_{port} {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    tcp dport {port} tcp flags & (syn | ack) == syn drop
+  }}
+}}
+"
+    )
+}
+
+/// Server input chain answers TCP to `port` with ICMP port-unreachable (client: ECONNREFUSED).
+pub fn nft_reject_icmp_port_unreachable(port: u16) -> String {
+    format!(
+        "table inet tb_reject_{port} {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    meta nfproto ipv4 tcp dport {port} reject with icmp type port-unreachable
+  }}
+}}
+"
+    )
+}
+
+/// Server input chain drops only the first IPv4 SYN to `port` from each source address and
+/// accepts later ones, so a client connects after its first SYN retransmission (~1 s).
+pub fn nft_drop_first_syn(port: u16) -> String {
+    format!(
+        "table inet tb_firstsyn_{port} {{
+  set seen {{
+    type ipv4_addr
+    flags dynamic
+  }}
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    tcp dport {port} tcp flags & (syn | ack) == syn ip saddr @seen accept
+    tcp dport {port} tcp flags & (syn | ack) == syn add @seen {{ ip saddr }} drop
+  }}
+}}
+"
+    )
+}

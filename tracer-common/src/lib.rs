@@ -1,0 +1,290 @@
+//! Types that cross the kernel/userspace boundary, shared by `tracer-ebpf` (writer) and `tracer` (reader).
+//!
+//! Every type is `#[repr(C)]`, has no implicit padding (explicit `_pad` fields, size asserted below each
+//! type) and is `Copy`. Enumerations cross as `u32` and are turned back into Rust enums by `TryFrom` in
+//! userspace: never transmute kernel bytes into an enum.
+//!
+//! Every ring-buffer record starts with a `u32` kind (one of the `EVENT_*` constants) so the reader can
+//! dispatch before it knows the record's type.
+#![no_std]
+
+/// Length of a task's `comm`, as in the kernel's `TASK_COMM_LEN`.
+pub const TASK_COMM_LEN: usize = 16;
+
+/// Ring-buffer record kind: a connect attempt sent another SYN (`ConnectEvent`).
+pub const EVENT_SYN_RETRANSMIT: u32 = 1;
+/// Ring-buffer record kind: a connect attempt that needs attention ended (`ConnectEvent`).
+pub const EVENT_CONNECT_END: u32 = 2;
+
+/// `Attempt::flags`: a RST arrived while the socket was in `SYN_SENT`.
+pub const FLAG_RST_RECEIVED: u16 = 1;
+/// `Attempt::flags`: the socket left `SYN_SENT` for `ESTABLISHED` (or `SYN_RECV`, simultaneous open).
+pub const FLAG_ANSWERED: u16 = 2;
+/// `Attempt::flags`: the `connect()` hook saw this attempt, so `netns_cookie` and `dialed_*` are valid.
+pub const FLAG_DIALED_KNOWN: u16 = 4;
+
+/// Address families as the kernel spells them.
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;
+
+/// One TCP connect attempt, from `CLOSE -> SYN_SENT` until it is answered or gives up.
+///
+/// Kept in the kernel map `ATTEMPTS` (keyed by socket address) and copied into every event about it,
+/// so userspace never needs to have seen the start of an attempt to report it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attempt {
+    /// Kernel address of the `struct sock`: the join key between hooks. Reused after the socket is freed,
+    /// so userspace keys flows by `(sock, start_ns)`.
+    pub sock: u64,
+    /// `bpf_ktime_get_ns()` when the socket entered `SYN_SENT`.
+    pub start_ns: u64,
+    /// Network namespace cookie of the connecting socket (from the `connect()` hook), 0 if unknown.
+    pub netns_cookie: u64,
+    /// cgroup v2 id of the connecting task.
+    pub cgroup_id: u64,
+    /// `bpf_ktime_get_ns()` when the socket left `SYN_SENT` for `CLOSE`, 0 while still open.
+    pub closed_ns: u64,
+    /// Thread-group id (what users call the pid) of the task that called `connect()`.
+    pub pid: u32,
+    /// Thread id of that task.
+    pub tid: u32,
+    /// `comm` of that thread, NUL-padded.
+    pub comm: [u8; TASK_COMM_LEN],
+    /// Source address (IPv4 in the first 4 bytes for `AF_INET`).
+    pub saddr: [u8; 16],
+    /// Destination address as the socket knows it.
+    pub daddr: [u8; 16],
+    /// Address the application passed to `connect()`, before any socket-level load balancer rewrote it.
+    pub dialed_addr: [u8; 16],
+    pub family: u16,
+    /// Source port, host order. 0 until the kernel assigns it after `SYN_SENT`.
+    pub sport: u16,
+    /// Destination port, host order.
+    pub dport: u16,
+    /// Port the application passed to `connect()`, host order.
+    pub dialed_port: u16,
+    /// SYNs sent so far: 1 + SYN retransmits.
+    pub syn_count: u16,
+    /// `FLAG_*` bits.
+    pub flags: u16,
+    /// errno of an ICMP error queued on the socket while in `SYN_SENT` (it arrived while the
+    /// application held the socket lock). `connect()` callers read it through `SO_ERROR`, then close.
+    pub soft_error: i32,
+}
+const _: () = assert!(size_of::<Attempt>() == 128);
+
+/// A ring-buffer record about one connect attempt (`EVENT_SYN_RETRANSMIT` or `EVENT_CONNECT_END`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectEvent {
+    /// `EVENT_*` kind; first field of every record.
+    pub kind: u32,
+    /// errno reported on the socket when it closed (`ECONNREFUSED`, `ETIMEDOUT`, ...), 0 if none.
+    pub error: i32,
+    /// `bpf_ktime_get_ns()` when this event happened.
+    pub event_ns: u64,
+    pub attempt: Attempt,
+}
+const _: () = assert!(size_of::<ConnectEvent>() == 144);
+
+/// An address and port in one network namespace: key of per-destination counters, and what the
+/// `connect()` hook remembers about a call until the socket enters `SYN_SENT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    pub netns_cookie: u64,
+    pub addr: [u8; 16],
+    /// Host order.
+    pub port: u16,
+    pub family: u16,
+    pub _pad: [u8; 4],
+}
+const _: () = assert!(size_of::<Endpoint>() == 32);
+
+/// Key of the healthy counters: one destination, one connecting process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HealthyKey {
+    pub dst: Endpoint,
+    /// Thread-group id of the connecting process.
+    pub pid: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<HealthyKey>() == 40);
+
+/// Healthy connects from one process to one destination: answered on their first SYN, so they never
+/// cross to userspace one by one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HealthyStats {
+    /// Connects answered on the first SYN.
+    pub established: u64,
+    /// Sum of their time in `SYN_SENT`, for the mean.
+    pub syn_sent_ns_total: u64,
+    /// cgroup v2 id of the process (its latest connect).
+    pub cgroup_id: u64,
+    /// `comm` of the thread of its latest connect.
+    pub comm: [u8; TASK_COMM_LEN],
+}
+const _: () = assert!(size_of::<HealthyStats>() == 40);
+
+/// Indexes of the per-CPU `COUNTERS` array.
+pub mod counter {
+    /// Connect attempts that entered `SYN_SENT` (seen by the filter).
+    pub const ATTEMPTS_STARTED: u32 = 0;
+    /// Attempts answered on the first SYN: counted, not sent.
+    pub const ESTABLISHED_FIRST_SYN: u32 = 1;
+    /// Records written to the ring buffer.
+    pub const EVENTS_SENT: u32 = 2;
+    /// Records lost because the ring buffer was full. Shown to the user as dropped.
+    pub const RINGBUF_FULL: u32 = 3;
+    /// Attempts not followed because `ATTEMPTS` was full. Shown to the user as dropped.
+    pub const ATTEMPTS_MAP_FULL: u32 = 4;
+    /// Destinations whose healthy counter could not be created (`HEALTHY` full).
+    pub const HEALTHY_MAP_FULL: u32 = 6;
+    /// Number of counters; size of the array.
+    pub const COUNT: u32 = 8;
+}
+
+/// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
+/// thousand sockets in `SYN_SENT`; a SYN flood to a black hole is the case this bound is for).
+pub const MAX_ATTEMPTS: u32 = 65_536;
+/// Capacity of `DIALED`: `connect()` calls between the hook and `SYN_SENT` (same syscall).
+pub const MAX_DIALED: u32 = 16_384;
+/// Capacity of `CONNECTING`: threads inside `connect()` whose socket entered `SYN_SENT`.
+pub const MAX_CONNECTING: u32 = 16_384;
+/// Capacity of the LRU `HEALTHY` map: distinct (destination, process) pairs with healthy counts.
+pub const MAX_HEALTHY_DESTINATIONS: u32 = 16_384;
+/// Ring buffer size in bytes (power of two, multiple of the page size).
+pub const RING_BUFFER_BYTES: u32 = 1 << 22;
+
+/// Offsets of `struct sock` fields the kernel side reads through a raw tracepoint's `sk` pointer.
+/// They differ between kernel builds, so userspace reads them from the running kernel's BTF and
+/// writes them into the program's read-only data before load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockOffsets {
+    /// `struct sock.sk_err`.
+    pub sk_err: u32,
+    /// `struct sock.sk_error_queue` (a `sk_buff_head`: next, prev).
+    pub sk_error_queue: u32,
+    /// `struct sk_buff.cb`, where a queued error keeps its `sock_exterr_skb`.
+    pub skb_cb: u32,
+    /// `struct sock_exterr_skb.ee`, the `sock_extended_err` (errno first, then origin).
+    pub exterr_ee: u32,
+}
+const _: () = assert!(size_of::<SockOffsets>() == 16);
+
+/// Kernel-side filter, written into the program's read-only data before load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelFilter {
+    /// Only follow attempts from this network namespace cookie; 0 = every namespace.
+    pub netns_cookie: u64,
+}
+const _: () = assert!(size_of::<KernelFilter>() == 8);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: all of these are repr(C), Copy, without padding and valid for any bit pattern.
+    unsafe impl aya::Pod for super::Attempt {}
+    unsafe impl aya::Pod for super::ConnectEvent {}
+    unsafe impl aya::Pod for super::Endpoint {}
+    unsafe impl aya::Pod for super::HealthyStats {}
+    unsafe impl aya::Pod for super::HealthyKey {}
+    unsafe impl aya::Pod for super::SockOffsets {}
+    unsafe impl aya::Pod for super::KernelFilter {}
+}
+
+/// Tracepoint field offsets the kernel programs read, from the `format` files of kernel 6.18.
+/// Userspace compares them with the running kernel's format files before loading, so a kernel with a
+/// different layout gets a clear error instead of wrong data.
+pub mod tracepoint {
+    /// One field: name in the format file, offset, size.
+    pub struct Field {
+        pub name: &'static str,
+        pub offset: usize,
+        pub size: usize,
+    }
+
+    /// The address block `TP_STORE_ADDRS` writes, shared by several tracepoints.
+    pub struct AddrBlock {
+        pub sport: usize,
+        pub dport: usize,
+        pub family: usize,
+        pub saddr: usize,
+        pub daddr: usize,
+        pub saddr_v6: usize,
+        pub daddr_v6: usize,
+    }
+
+    impl AddrBlock {
+        pub const fn fields(&self) -> [Field; 7] {
+            [
+                Field { name: "sport", offset: self.sport, size: 2 },
+                Field { name: "dport", offset: self.dport, size: 2 },
+                Field { name: "family", offset: self.family, size: 2 },
+                Field { name: "saddr", offset: self.saddr, size: 4 },
+                Field { name: "daddr", offset: self.daddr, size: 4 },
+                Field { name: "saddr_v6", offset: self.saddr_v6, size: 16 },
+                Field { name: "daddr_v6", offset: self.daddr_v6, size: 16 },
+            ]
+        }
+    }
+
+    pub mod inet_sock_set_state {
+        use super::{AddrBlock, Field};
+        pub const SKADDR: usize = 8;
+        pub const OLDSTATE: usize = 16;
+        pub const NEWSTATE: usize = 20;
+        pub const PROTOCOL: usize = 30;
+        pub const ADDRS: AddrBlock = AddrBlock {
+            sport: 24,
+            dport: 26,
+            family: 28,
+            saddr: 32,
+            daddr: 36,
+            saddr_v6: 40,
+            daddr_v6: 56,
+        };
+        pub const FIELDS: [Field; 4] = [
+            Field { name: "skaddr", offset: SKADDR, size: 8 },
+            Field { name: "oldstate", offset: OLDSTATE, size: 4 },
+            Field { name: "newstate", offset: NEWSTATE, size: 4 },
+            Field { name: "protocol", offset: PROTOCOL, size: 2 },
+        ];
+    }
+
+    pub mod tcp_retransmit_skb {
+        use super::{AddrBlock, Field};
+        pub const SKADDR: usize = 16;
+        pub const STATE: usize = 24;
+        pub const ADDRS: AddrBlock = AddrBlock {
+            sport: 28,
+            dport: 30,
+            family: 32,
+            saddr: 34,
+            daddr: 38,
+            saddr_v6: 42,
+            daddr_v6: 58,
+        };
+        pub const FIELDS: [Field; 2] = [
+            Field { name: "skaddr", offset: SKADDR, size: 8 },
+            Field { name: "state", offset: STATE, size: 4 },
+        ];
+    }
+
+    pub mod sys_exit_connect {
+        use super::Field;
+        pub const RET: usize = 16;
+        pub const FIELDS: [Field; 1] = [Field { name: "ret", offset: RET, size: 8 }];
+    }
+
+    /// `tcp_receive_reset` and `tcp_destroy_sock` share this layout; only `skaddr` is read.
+    pub mod skaddr_only {
+        use super::Field;
+        pub const SKADDR: usize = 8;
+        pub const FIELDS: [Field; 1] = [Field { name: "skaddr", offset: SKADDR, size: 8 }];
+    }
+}

@@ -1,0 +1,59 @@
+//! `cgroup/connect4` and `cgroup/connect6` on the cgroup v2 root: run inside every `connect()` on the
+//! node, before the kernel picks a route. Two things only this hook knows:
+//! - the network namespace cookie (`bpf_get_netns_cookie` is not callable from tracepoints), used to
+//!   filter in the kernel and to name the namespace in userspace;
+//! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
+//!   rewrites it: the Service address the app meant.
+//!
+//! Remembered by pid_tgid until the same syscall reaches `CLOSE -> SYN_SENT`. Always allows the call.
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
+    macros::cgroup_sock_addr,
+    programs::SockAddrContext,
+    EbpfContext,
+};
+use tracer_common::{AF_INET, AF_INET6, Endpoint};
+
+use crate::maps::DIALED;
+
+const IPPROTO_TCP: u32 = 6;
+/// Return value that lets the `connect()` go ahead unchanged.
+const ALLOW: i32 = 1;
+
+#[cgroup_sock_addr(connect4)]
+pub fn connect4(ctx: SockAddrContext) -> i32 {
+    remember(&ctx, AF_INET);
+    ALLOW
+}
+
+#[cgroup_sock_addr(connect6)]
+pub fn connect6(ctx: SockAddrContext) -> i32 {
+    remember(&ctx, AF_INET6);
+    ALLOW
+}
+
+fn remember(ctx: &SockAddrContext, family: u16) {
+    // SAFETY: ctx.sock_addr is the kernel-provided context; these fields are readable in connect hooks.
+    let sa = unsafe { &*ctx.sock_addr };
+    if sa.protocol != IPPROTO_TCP {
+        return;
+    }
+    let mut addr = [0u8; 16];
+    if family == AF_INET {
+        addr[..4].copy_from_slice(&sa.user_ip4.to_ne_bytes());
+    } else {
+        for (i, word) in sa.user_ip6.iter().enumerate() {
+            addr[i * 4..i * 4 + 4].copy_from_slice(&word.to_ne_bytes());
+        }
+    }
+    let endpoint = Endpoint {
+        // SAFETY: helper valid for sock_addr programs.
+        netns_cookie: unsafe { bpf_get_netns_cookie(ctx.as_ptr()) },
+        addr,
+        // user_port holds the port in network order in its low 16 bits.
+        port: u16::from_be(sa.user_port as u16),
+        family,
+        _pad: [0; 4],
+    };
+    let _ = DIALED.insert(&bpf_get_current_pid_tgid(), &endpoint, 0);
+}

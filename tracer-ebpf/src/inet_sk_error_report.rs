@@ -1,0 +1,55 @@
+//! `inet_sk_error_report` as a raw tracepoint: an error was reported on a socket. Two cases matter
+//! for an attempt:
+//! - `sk_err` set after the socket closed: the errno the attempt ends with (`ECONNREFUSED`,
+//!   `EHOSTUNREACH`, `ENETUNREACH`, `ETIMEDOUT`). Since 6.10 `tcp_done_with_error()` closes first
+//!   and reports after.
+//! - `sk_err` still 0 while in `SYN_SENT`: `ip_icmp_error()` just queued an ICMP error on the socket's
+//!   error queue. If the application holds the socket lock (an ICMP from a REJECT rule one veth away
+//!   arrives inside its own `connect()`), that queued error is all there is: the kernel keeps it in
+//!   `sk_err_soft` (written after this report), the application reads it through `SO_ERROR` (which
+//!   clears it) and closes. So the errno is read from the newest queued skb and kept on the attempt.
+//!
+//! Raw, not the formatted tracepoint: the formatted one carries neither the socket pointer nor the
+//! queue. Argument 0 is `const struct sock *sk`; struct offsets come from the running kernel's BTF
+//! (`SOCK_OFFSETS`, written by userspace before load).
+use aya_ebpf::{helpers::bpf_probe_read_kernel, macros::raw_tracepoint, programs::RawTracePointContext};
+use tracer_common::EVENT_CONNECT_END;
+
+use crate::maps::{ATTEMPTS, emit, sock_offsets};
+
+/// `sock_extended_err.ee_origin` values of errors that came from ICMP / ICMPv6.
+const SO_EE_ORIGIN_ICMP: u8 = 2;
+const SO_EE_ORIGIN_ICMP6: u8 = 3;
+/// `sk_buff_head` starts with `next`, then `prev` (the newest skb): pointer-sized on every arch.
+const QUEUE_PREV: u64 = 8;
+
+#[raw_tracepoint(tracepoint = "inet_sk_error_report")]
+pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
+    let sock: u64 = ctx.arg(0);
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return 0 };
+    // SAFETY: map value pointer from a successful lookup, used before the remove below.
+    let attempt = unsafe { &mut *attempt };
+    let offsets = sock_offsets();
+    let error: i32 = read(sock + u64::from(offsets.sk_err));
+    if error != 0 && attempt.closed_ns != 0 {
+        emit(EVENT_CONNECT_END, error, attempt);
+        let _ = ATTEMPTS.remove(&sock);
+    } else if error == 0 {
+        let queue = sock + u64::from(offsets.sk_error_queue);
+        let newest: u64 = read(queue + QUEUE_PREV);
+        if newest == 0 || newest == queue {
+            return 0; // empty queue: its head points at itself
+        }
+        let ee = newest + u64::from(offsets.skb_cb) + u64::from(offsets.exterr_ee);
+        let origin: u8 = read(ee + 4);
+        if origin == SO_EE_ORIGIN_ICMP || origin == SO_EE_ORIGIN_ICMP6 {
+            attempt.soft_error = read::<u32>(ee) as i32;
+        }
+    }
+    0
+}
+
+fn read<T: Default>(address: u64) -> T {
+    // SAFETY: bpf_probe_read_kernel tolerates any address and fails cleanly; 0 then.
+    unsafe { bpf_probe_read_kernel(address as *const T) }.unwrap_or_default()
+}

@@ -1,0 +1,163 @@
+//! `sock:inet_sock_set_state`: the backbone. Every TCP state change on the node passes here, which is
+//! exactly what a connect attempt is: `CLOSE -> SYN_SENT` when `connect()` starts, then `SYN_SENT ->
+//! ESTABLISHED` (answered) or `SYN_SENT -> CLOSE` (refused, unreachable, timed out or abandoned).
+//!
+//! At `CLOSE -> SYN_SENT` we run in the connecting task (inside `tcp_v4_connect`), so pid, comm and cgroup
+//! are recorded here; later hooks run in softirq or timer context where "current" is whoever ran.
+//! The source port is still 0 at that moment; the socket address is the join key instead.
+//!
+//! Fields (format file of 6.18): skaddr@8 oldstate@16 newstate@20 sport@24 dport@26 family@28
+//! protocol@30 saddr@32 daddr@36 saddr_v6@40 daddr_v6@56.
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use tracer_common::{
+    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey, HealthyStats,
+    counter,
+};
+
+use tracer_common::tracepoint::inet_sock_set_state::{ADDRS, NEWSTATE, OLDSTATE, PROTOCOL, SKADDR};
+
+use crate::{
+    maps::{ATTEMPTS, CONNECTING, DIALED, HEALTHY, count, emit, filter, now_ns},
+    tracepoint_fields::{read, read_addrs},
+};
+
+
+const IPPROTO_TCP: u16 = 6;
+const TCP_ESTABLISHED: i32 = 1;
+const TCP_SYN_SENT: i32 = 2;
+const TCP_SYN_RECV: i32 = 3;
+const TCP_CLOSE: i32 = 7;
+
+#[tracepoint]
+pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+    let protocol: u16 = read(&ctx, PROTOCOL);
+    if protocol != IPPROTO_TCP {
+        return 0;
+    }
+    let old: i32 = read(&ctx, OLDSTATE);
+    let new: i32 = read(&ctx, NEWSTATE);
+    match (old, new) {
+        (TCP_CLOSE, TCP_SYN_SENT) => on_syn_sent(&ctx),
+        (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV) => on_answered(&ctx),
+        (TCP_SYN_SENT, TCP_CLOSE) => on_closed(&ctx),
+        _ => {}
+    }
+    0
+}
+
+fn on_syn_sent(ctx: &TracePointContext) {
+    let sock: u64 = read(ctx, SKADDR);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: the value is copied out at once; a concurrent update of the same key by this very
+    // thread is impossible (we are inside its connect()).
+    let dialed = unsafe { DIALED.get(&pid_tgid) }.copied();
+    if dialed.is_some() {
+        let _ = DIALED.remove(&pid_tgid);
+    }
+    let dialed = dialed.unwrap_or_default();
+    let wanted = filter().netns_cookie;
+    if wanted != 0 && dialed.netns_cookie != wanted {
+        return;
+    }
+    let addrs = read_addrs(ctx, &ADDRS);
+    let attempt = Attempt {
+        sock,
+        start_ns: now_ns(),
+        netns_cookie: dialed.netns_cookie,
+        // SAFETY: helper without preconditions.
+        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        closed_ns: 0,
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        comm: bpf_get_current_comm().unwrap_or_default(),
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        dialed_addr: dialed.addr,
+        family: addrs.family,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        dialed_port: dialed.port,
+        syn_count: 1,
+        flags: if dialed.family != 0 { FLAG_DIALED_KNOWN } else { 0 },
+        soft_error: 0,
+    };
+    count(counter::ATTEMPTS_STARTED);
+    if ATTEMPTS.insert(&sock, &attempt, 0).is_err() {
+        count(counter::ATTEMPTS_MAP_FULL);
+        return;
+    }
+    // If connect() itself fails, its return value is the only place the errno appears.
+    let _ = CONNECTING.insert(&pid_tgid, &sock, 0);
+}
+
+fn on_answered(ctx: &TracePointContext) {
+    let sock: u64 = read(ctx, SKADDR);
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return };
+    // SAFETY: map value pointer from a successful lookup; entries of this socket are only touched by
+    // hooks that run under the socket's lock.
+    let attempt = unsafe { &mut *attempt };
+    attempt.flags |= FLAG_ANSWERED;
+    if attempt.syn_count <= 1 {
+        // Healthy: answered on the first SYN. Count it per destination, send nothing.
+        count_healthy(attempt);
+    } else {
+        emit(EVENT_CONNECT_END, 0, attempt);
+    }
+    let _ = ATTEMPTS.remove(&sock);
+}
+
+fn count_healthy(attempt: &Attempt) {
+    count(counter::ESTABLISHED_FIRST_SYN);
+    let key = HealthyKey {
+        dst: Endpoint {
+            netns_cookie: attempt.netns_cookie,
+            addr: attempt.daddr,
+            port: attempt.dport,
+            family: attempt.family,
+            _pad: [0; 4],
+        },
+        pid: attempt.pid,
+        _pad: 0,
+    };
+    let waited = now_ns().saturating_sub(attempt.start_ns);
+    if let Some(stats) = HEALTHY.get_ptr_mut(&key) {
+        // SAFETY: valid per-CPU map value pointer: no other writer while this program runs here.
+        unsafe {
+            (*stats).established += 1;
+            (*stats).syn_sent_ns_total += waited;
+            (*stats).cgroup_id = attempt.cgroup_id;
+            (*stats).comm = attempt.comm;
+        }
+    } else if HEALTHY
+        .insert(
+            &key,
+            &HealthyStats {
+                established: 1,
+                syn_sent_ns_total: waited,
+                cgroup_id: attempt.cgroup_id,
+                comm: attempt.comm,
+            },
+            0,
+        )
+        .is_err()
+    {
+        count(counter::HEALTHY_MAP_FULL);
+    }
+}
+
+fn on_closed(ctx: &TracePointContext) {
+    let sock: u64 = read(ctx, SKADDR);
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return };
+    // SAFETY: as in on_answered.
+    let attempt = unsafe { &mut *attempt };
+    let addrs = read_addrs(ctx, &ADDRS);
+    attempt.closed_ns = now_ns();
+    attempt.saddr = addrs.saddr;
+    attempt.sport = addrs.sport;
+    // The errno comes next, from inet_sk_error_report. If no report follows (the application closed
+    // the socket, or connect() failed by itself), tcp_destroy_sock or sys_exit_connect ends it.
+}

@@ -1,0 +1,35 @@
+//! Kernel side of the black-hole tracer: one file per hook, all sharing the maps in `maps.rs`.
+//!
+//! The path of one connect attempt through the kernel side:
+//! - `cgroup_connect.rs`      `connect()` entry: remember the namespace and the address the app dialled.
+//! - `inet_sock_set_state.rs` `CLOSE -> SYN_SENT` opens an attempt; leaving `SYN_SENT` answers or closes it.
+//! - `tcp_retransmit_skb.rs`  every SYN retransmit is counted and sent live (the black hole, as it happens).
+//! - `tcp_receive_reset.rs`   a RST in `SYN_SENT` is remembered, to tell "refused by RST" from ICMP.
+//! - `inet_sk_error_report.rs` the errno the kernel reports on close ends the attempt (refused,
+//!                            unreachable, timed out).
+//! - `sys_exit_connect.rs`    a `connect()` that fails by itself: the errno is its return value (an
+//!                            ICMP handled inside the syscall, no route, no free local port).
+//! - `tcp_destroy_sock.rs`    a socket freed with no error reported was abandoned by its application.
+//!
+//! Only tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node, and
+//! tracepoints are a stable ABI. Field offsets are those of the `format` files of kernel 6.18; userspace
+//! checks them against the running kernel before loading (see `tracer/src/kernel/tracepoint_format.rs`).
+#![no_std]
+#![no_main]
+
+mod cgroup_connect;
+mod inet_sk_error_report;
+mod inet_sock_set_state;
+mod maps;
+mod sys_exit_connect;
+mod tcp_destroy_sock;
+mod tcp_receive_reset;
+mod tcp_retransmit_skb;
+mod tracepoint_fields;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any reachable panic, so this is never executed.
+    loop {}
+}

@@ -1,0 +1,80 @@
+//! Maps shared by the hooks, and the two helpers every hook uses: `count` and `emit`.
+use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
+    macros::map,
+    maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
+};
+use tracer_common::{
+    Attempt, ConnectEvent, Endpoint, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS, MAX_CONNECTING, MAX_DIALED,
+    MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+};
+
+/// Records for userspace: only attempts that need attention.
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
+
+/// Open connect attempts by socket address. A plain hash (not LRU) so that a full map is a counted
+/// failure (`ATTEMPTS_MAP_FULL`) rather than a silent eviction.
+#[map]
+pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
+
+/// What `connect()` was called with, by pid_tgid, until the same syscall puts the socket in `SYN_SENT`.
+#[map]
+pub static DIALED: LruHashMap<u64, Endpoint> = LruHashMap::with_max_entries(MAX_DIALED, 0);
+
+/// Socket a thread put in `SYN_SENT` during its current `connect()`, until the syscall returns.
+#[map]
+pub static CONNECTING: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_CONNECTING, 0);
+
+/// Healthy connects per destination, read (and summed over CPUs) by userspace periodically. Per-CPU so
+/// the hot path needs no atomics.
+#[map]
+pub static HEALTHY: LruPerCpuHashMap<HealthyKey, HealthyStats> =
+    LruPerCpuHashMap::with_max_entries(MAX_HEALTHY_DESTINATIONS, 0);
+
+/// Per-CPU counters, indexed by `tracer_common::counter`.
+#[map]
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Set by userspace before load (read-only data, so the verifier treats it as a constant).
+#[unsafe(no_mangle)]
+static FILTER: KernelFilter = KernelFilter { netns_cookie: 0 };
+
+/// Set by userspace before load from the running kernel's BTF.
+#[unsafe(no_mangle)]
+static SOCK_OFFSETS: SockOffsets =
+    SockOffsets { sk_err: 0, sk_error_queue: 0, skb_cb: 0, exterr_ee: 0 };
+
+pub fn sock_offsets() -> SockOffsets {
+    // SAFETY: as for FILTER.
+    unsafe { core::ptr::read_volatile(&raw const SOCK_OFFSETS) }
+}
+
+pub fn filter() -> KernelFilter {
+    // SAFETY: FILTER is a plain static; the volatile read stops the compiler from folding the default.
+    unsafe { core::ptr::read_volatile(&raw const FILTER) }
+}
+
+pub fn count(index: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
+        unsafe { *slot += 1 };
+    }
+}
+
+pub fn now_ns() -> u64 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// Sends one record about `attempt`; a full ring buffer is counted, never silent.
+pub fn emit(kind: u32, error: i32, attempt: &Attempt) {
+    match EVENTS.reserve::<ConnectEvent>(0) {
+        Some(mut entry) => {
+            entry.write(ConnectEvent { kind, error, event_ns: now_ns(), attempt: *attempt });
+            entry.submit(0);
+            count(counter::EVENTS_SENT);
+        }
+        None => count(counter::RINGBUF_FULL),
+    }
+}

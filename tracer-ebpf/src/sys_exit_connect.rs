@@ -1,0 +1,77 @@
+//! `syscalls:sys_exit_connect`: the return value of `connect()`. Two endings happen only here:
+//! - the socket entered `SYN_SENT` and left it inside the same syscall with no error report: the
+//!   answer was processed synchronously (an ICMP port-unreachable from a REJECT rule one veth away
+//!   arrives while the connecting task still holds the socket) and `tcp_v4_connect` took its failure
+//!   path. The errno is the syscall's return value.
+//! - the socket never reached `SYN_SENT`: no route (`ENETUNREACH`), no free local port
+//!   (`EADDRNOTAVAIL`), a policy refusal (`EPERM`/`EACCES`). The `connect()` hook knows the address.
+//!
+//! Fields (format file of 6.18): ret@16.
+use aya_ebpf::{
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+use tracer_common::{
+    Attempt, EVENT_CONNECT_END, FLAG_DIALED_KNOWN, tracepoint::sys_exit_connect::RET,
+};
+
+use crate::{
+    maps::{ATTEMPTS, CONNECTING, DIALED, emit, filter, now_ns},
+    tracepoint_fields::read,
+};
+
+const EINPROGRESS: i64 = 115;
+const EALREADY: i64 = 114;
+const EISCONN: i64 = 106;
+
+#[tracepoint]
+pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
+    let ret: i64 = read(&ctx, RET);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let failed = ret < 0 && !matches!(-ret, EINPROGRESS | EALREADY | EISCONN);
+    // SAFETY: values are copied out at once.
+    if let Some(sock) = unsafe { CONNECTING.get(&pid_tgid) }.copied() {
+        let _ = CONNECTING.remove(&pid_tgid);
+        if failed {
+            end_in_syscall(sock, -ret as i32);
+        }
+    } else if let Some(dialed) = unsafe { DIALED.get(&pid_tgid) }.copied() {
+        let _ = DIALED.remove(&pid_tgid);
+        let wanted = filter().netns_cookie;
+        if failed && (wanted == 0 || dialed.netns_cookie == wanted) {
+            let now = now_ns();
+            let attempt = Attempt {
+                start_ns: now,
+                closed_ns: now,
+                netns_cookie: dialed.netns_cookie,
+                // SAFETY: helper without preconditions.
+                cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+                pid: (pid_tgid >> 32) as u32,
+                tid: pid_tgid as u32,
+                comm: bpf_get_current_comm().unwrap_or_default(),
+                daddr: dialed.addr,
+                dialed_addr: dialed.addr,
+                family: dialed.family,
+                dport: dialed.port,
+                dialed_port: dialed.port,
+                syn_count: 0,
+                flags: FLAG_DIALED_KNOWN,
+                ..Attempt::default()
+            };
+            emit(EVENT_CONNECT_END, -ret as i32, &attempt);
+        }
+    }
+    0
+}
+
+/// The attempt closed during this very syscall without an error report: end it with the errno.
+fn end_in_syscall(sock: u64, error: i32) {
+    // SAFETY: map value pointer used before the remove below.
+    let Some(attempt) = (unsafe { ATTEMPTS.get(&sock) }) else { return };
+    if attempt.closed_ns == 0 {
+        return;
+    }
+    emit(EVENT_CONNECT_END, error, attempt);
+    let _ = ATTEMPTS.remove(&sock);
+}

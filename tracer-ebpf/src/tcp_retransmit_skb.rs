@@ -1,0 +1,35 @@
+//! `tcp:tcp_retransmit_skb`: a retransmit in `SYN_SENT` is a SYN that got no answer. This is the live
+//! signal of a black hole, so each one is sent to userspace at once (`unanswered`, updated per SYN).
+//! Retransmits in other states return after one field read.
+//!
+//! Fields (format file of 6.18): skbaddr@8 skaddr@16 state@24 sport@28 dport@30 family@32 saddr@34
+//! daddr@38 saddr_v6@42 daddr_v6@58 err@76.
+use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use tracer_common::EVENT_SYN_RETRANSMIT;
+
+use tracer_common::tracepoint::tcp_retransmit_skb::{ADDRS, SKADDR, STATE};
+
+use crate::{
+    maps::{ATTEMPTS, emit},
+    tracepoint_fields::{read, read_addrs},
+};
+
+const TCP_SYN_SENT: i32 = 2;
+
+#[tracepoint]
+pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
+    let state: i32 = read(&ctx, STATE);
+    if state != TCP_SYN_SENT {
+        return 0;
+    }
+    let sock: u64 = read(&ctx, SKADDR);
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return 0 };
+    // SAFETY: map value pointer from a successful lookup; the retransmit timer holds the socket lock.
+    let attempt = unsafe { &mut *attempt };
+    let addrs = read_addrs(&ctx, &ADDRS);
+    attempt.syn_count = attempt.syn_count.saturating_add(1);
+    attempt.saddr = addrs.saddr;
+    attempt.sport = addrs.sport;
+    emit(EVENT_SYN_RETRANSMIT, 0, attempt);
+    0
+}

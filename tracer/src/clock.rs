@@ -1,0 +1,32 @@
+//! Kernel timestamps (`bpf_ktime_get_ns`, CLOCK_MONOTONIC) -> wall-clock time for records.
+use std::time::{Duration, SystemTime};
+
+#[derive(Clone, Copy, Debug)]
+pub struct KernelClock {
+    /// Wall-clock time at monotonic zero.
+    boot: SystemTime,
+}
+
+impl KernelClock {
+    pub fn new() -> KernelClock {
+        let mono = monotonic_now_ns();
+        KernelClock { boot: SystemTime::now() - Duration::from_nanos(mono) }
+    }
+
+    pub fn wall(self, ktime_ns: u64) -> SystemTime {
+        self.boot + Duration::from_nanos(ktime_ns)
+    }
+}
+
+/// The kernel's CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// RFC 3339 UTC with milliseconds, as in every record's `time`.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}

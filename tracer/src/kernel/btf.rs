@@ -1,0 +1,159 @@
+//! Finds the offset of a struct member in the running kernel's BTF (`/sys/kernel/btf/vmlinux`).
+//!
+//! aya has no CO-RE for Rust programs, so the few `struct sock` fields the kernel side reads through a
+//! raw pointer get their offsets here, at start-up, and are written into the program before load.
+//! Only what that needs is parsed: the header, the string section, and enough of every type record to
+//! step over it. (btf-rs does this too, but its LGPL licence does not suit a statically linked tool.)
+use std::ops::Range;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BtfError {
+    #[error("not BTF data (bad magic)")]
+    BadMagic,
+    #[error("BTF data is truncated at byte {0}")]
+    Truncated(usize),
+    #[error("BTF type kind {0} is unknown to this tracer")]
+    UnknownKind(u32),
+    #[error("struct {0} is not in the kernel's BTF")]
+    NoStruct(String),
+    #[error("struct {strukt} has no member {member} in the kernel's BTF")]
+    NoMember { strukt: String, member: String },
+}
+
+const MAGIC: u16 = 0xeb9f;
+
+struct Reader<'a> {
+    data: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn u32_at(&self, at: usize) -> Result<u32, BtfError> {
+        self.data
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or(BtfError::Truncated(at))
+    }
+
+    fn str_at(&self, strings: &Range<usize>, offset: u32) -> &str {
+        let start = strings.start + offset as usize;
+        let bytes = self.data.get(start..strings.end).unwrap_or_default();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        std::str::from_utf8(&bytes[..end]).unwrap_or("")
+    }
+}
+
+/// Byte offset of `member` in `struct strukt`.
+pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
+    let r = Reader { data };
+    let magic = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    if magic != Some(MAGIC) {
+        return Err(BtfError::BadMagic);
+    }
+    let hdr_len = r.u32_at(4)? as usize;
+    let (type_off, type_len) = (r.u32_at(8)? as usize, r.u32_at(12)? as usize);
+    let (str_off, str_len) = (r.u32_at(16)? as usize, r.u32_at(20)? as usize);
+    let types = hdr_len + type_off..hdr_len + type_off + type_len;
+    let strings = hdr_len + str_off..hdr_len + str_off + str_len;
+
+    let mut at = types.start;
+    while at < types.end {
+        let name_off = r.u32_at(at)?;
+        let info = r.u32_at(at + 4)?;
+        let kind = (info >> 24) & 0x1f;
+        let vlen = (info & 0xffff) as usize;
+        let kind_flag = info >> 31;
+        let body = at + 12;
+        let extra = match kind {
+            // INT, VAR, DECL_TAG: one u32 after the record.
+            1 | 14 | 17 => 4,
+            // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG: nothing.
+            2 | 7..=12 | 16 | 18 => 0,
+            // ARRAY: element type, index type, length.
+            3 => 12,
+            // STRUCT, UNION, DATASEC, ENUM64: 12 bytes per member / variable / value.
+            4 | 5 | 15 | 19 => 12 * vlen,
+            // ENUM, FUNC_PROTO: 8 bytes per value / parameter.
+            6 | 13 => 8 * vlen,
+            k => return Err(BtfError::UnknownKind(k)),
+        };
+        if kind == 4 && r.str_at(&strings, name_off) == strukt {
+            for i in 0..vlen {
+                let m = body + 12 * i;
+                if r.str_at(&strings, r.u32_at(m)?) == member {
+                    let raw = r.u32_at(m + 8)?;
+                    let bits = if kind_flag == 1 { raw & 0x00ff_ffff } else { raw };
+                    return Ok(bits / 8);
+                }
+            }
+            return Err(BtfError::NoMember { strukt: strukt.into(), member: member.into() });
+        }
+        at = body + extra;
+    }
+    Err(BtfError::NoStruct(strukt.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob with: int "int"; struct "sock" { int a; int sk_err; }.
+    fn tiny_btf() -> Vec<u8> {
+        let strings = b"\0int\0sock\0a\0sk_err\0";
+        let mut types = Vec::new();
+        let push = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&x.to_le_bytes());
+        // [1] INT name "int" size 4, encoding word
+        push(&mut types, 1);
+        push(&mut types, 1 << 24);
+        push(&mut types, 4);
+        push(&mut types, 32);
+        // [2] STRUCT "sock" vlen 2 size 8
+        push(&mut types, 5);
+        push(&mut types, (4 << 24) | 2);
+        push(&mut types, 8);
+        for (name, bit_off) in [(10u32, 0u32), (12, 32)] {
+            push(&mut types, name);
+            push(&mut types, 1);
+            push(&mut types, bit_off);
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.extend_from_slice(&[1, 0]);
+        push(&mut out, 24);
+        push(&mut out, 0);
+        push(&mut out, types.len() as u32);
+        push(&mut out, types.len() as u32);
+        push(&mut out, strings.len() as u32);
+        out.extend_from_slice(&types);
+        out.extend_from_slice(strings);
+        out
+    }
+
+    #[test]
+    fn finds_member_offsets() {
+        let btf = tiny_btf();
+        assert_eq!(member_offset(&btf, "sock", "sk_err"), Ok(4));
+        assert_eq!(member_offset(&btf, "sock", "a"), Ok(0));
+        assert!(matches!(member_offset(&btf, "sock", "nope"), Err(BtfError::NoMember { .. })));
+        assert_eq!(member_offset(&btf, "task", "x"), Err(BtfError::NoStruct("task".into())));
+    }
+
+    #[test]
+    fn malformed_btf_is_an_error_not_a_panic() {
+        let btf = tiny_btf();
+        for len in 0..btf.len() {
+            let _ = member_offset(&btf[..len], "sock", "sk_err");
+        }
+        assert_eq!(member_offset(b"garbage!", "sock", "x"), Err(BtfError::BadMagic));
+    }
+
+    #[test]
+    fn reads_the_running_kernel_when_it_has_btf() {
+        let Ok(data) = std::fs::read("/sys/kernel/btf/vmlinux") else { return };
+        let err = member_offset(&data, "sock", "sk_err").expect("sock.sk_err in vmlinux BTF");
+        let queue = member_offset(&data, "sock", "sk_error_queue").expect("sock.sk_error_queue");
+        assert_ne!(err, queue, "distinct members have distinct offsets");
+        member_offset(&data, "sk_buff", "cb").expect("sk_buff.cb");
+        member_offset(&data, "sock_exterr_skb", "ee").expect("sock_exterr_skb.ee");
+    }
+}

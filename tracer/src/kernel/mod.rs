@@ -1,0 +1,138 @@
+//! Stage 1: the kernel side, from userspace. Loads the programs built from `tracer-ebpf`, attaches
+//! them, and hands out the ring buffer and counter maps.
+//!
+//! Every attachment is a kernel link owned by `KernelSide`: dropping it (normal exit, Ctrl-C,
+//! SIGTERM, a panic that unwinds) detaches everything, and so does the kernel when the process dies
+//! any other way, since the links are file descriptors.
+pub mod btf;
+pub mod counters;
+pub mod preflight;
+
+use std::{fs::File, path::PathBuf};
+
+use anyhow::{Context as _, anyhow};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::{CgroupAttachMode, CgroupSockAddr, ProgramError, RawTracePoint, TracePoint},
+};
+use tokio::io::unix::AsyncFd;
+use tracer_common::{KernelFilter, SockOffsets};
+
+use self::counters::{Counters, Healthy};
+
+pub struct KernelSide {
+    /// Owns the programs and their links; kept alive for as long as we trace.
+    _ebpf: Ebpf,
+    pub ring: AsyncFd<RingBuf<MapData>>,
+    pub counters: Counters,
+    pub healthy: Healthy,
+}
+
+/// The compiled kernel programs, built by `build.rs`.
+static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
+
+impl KernelSide {
+    /// Must run inside a tokio runtime (the ring buffer is registered with its reactor).
+    pub fn load(filter: KernelFilter) -> anyhow::Result<KernelSide> {
+        let paths = preflight::Paths::from_env();
+        let cgroup_root = preflight::check(&paths)?;
+        let sock_offsets = sock_offsets(&paths.btf)?;
+        let mut ebpf = EbpfLoader::new()
+            .override_global("FILTER", &filter, true)
+            .override_global("SOCK_OFFSETS", &sock_offsets, true)
+            .load(PROGRAMS)
+            .context("loading the eBPF object (maps and programs)")?;
+
+        // connect() hooks first: attempts that start after this know their namespace.
+        let cgroup = File::open(&cgroup_root)
+            .with_context(|| format!("opening the cgroup v2 root {}", cgroup_root.display()))?;
+        for name in ["connect4", "connect6"] {
+            attach_cgroup(&mut ebpf, name, &cgroup, &cgroup_root)?;
+        }
+        for (category, name, _) in preflight::tracepoints() {
+            let program: &mut TracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+                .try_into()?;
+            program.load().map_err(|e| load_error(name, e))?;
+            program
+                .attach(category, name)
+                .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
+        }
+
+        let program: &mut RawTracePoint = ebpf
+            .program_mut("inet_sk_error_report")
+            .ok_or_else(|| anyhow!("program inet_sk_error_report missing from the eBPF object"))?
+            .try_into()?;
+        program.load().map_err(|e| load_error("inet_sk_error_report", e))?;
+        program
+            .attach("inet_sk_error_report")
+            .context("attaching raw tracepoint inet_sk_error_report")?;
+
+        let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
+        // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
+        // open for as long as it is registered.
+        let ring = unsafe { AsyncFd::register(ring) }
+            .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
+        let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
+        let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
+        Ok(KernelSide { _ebpf: ebpf, ring, counters, healthy })
+    }
+}
+
+/// `struct sock` field offsets of the running kernel, from its BTF.
+fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
+    let data = std::fs::read(btf_path)
+        .with_context(|| format!("reading kernel BTF {}", btf_path.display()))?;
+    let offset = |strukt, member| {
+        btf::member_offset(&data, strukt, member)
+            .with_context(|| format!("kernel BTF {}", btf_path.display()))
+    };
+    Ok(SockOffsets {
+        sk_err: offset("sock", "sk_err")?,
+        sk_error_queue: offset("sock", "sk_error_queue")?,
+        skb_cb: offset("sk_buff", "cb")?,
+        exterr_ee: offset("sock_exterr_skb", "ee")?,
+    })
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
+    ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+}
+
+fn attach_cgroup(
+    ebpf: &mut Ebpf,
+    name: &str,
+    cgroup: &File,
+    cgroup_root: &std::path::Path,
+) -> anyhow::Result<()> {
+    let program: &mut CgroupSockAddr = ebpf
+        .program_mut(name)
+        .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+        .try_into()?;
+    program.load().map_err(|e| load_error(name, e))?;
+    // Multi mode lets us coexist with other tools' programs on the root cgroup (Cilium's socket LB).
+    program
+        .attach(cgroup, CgroupAttachMode::AllowMultiple)
+        .or_else(|_| program.attach(cgroup, CgroupAttachMode::Single))
+        .with_context(|| format!("attaching {name} to the cgroup v2 root {}", cgroup_root.display()))?;
+    Ok(())
+}
+
+/// A verifier rejection becomes one sentence; the log goes to a file for whoever wants it.
+fn load_error(name: &str, error: ProgramError) -> anyhow::Error {
+    if let ProgramError::LoadError { io_error, verifier_log } = &error {
+        let log_path = PathBuf::from(format!("/tmp/tracer-verifier-{name}.log"));
+        let saved = std::fs::write(&log_path, verifier_log.to_string()).is_ok();
+        return anyhow!(
+            "the kernel refused to load program {name}: {io_error}{}",
+            if saved {
+                format!(" (verifier log in {})", log_path.display())
+            } else {
+                String::new()
+            }
+        );
+    }
+    anyhow!(error).context(format!("loading program {name}"))
+}

@@ -1,0 +1,131 @@
+//! The records the tracer reports: one type per JSON-lines record kind (see `sink/json.rs` for the
+//! schema as a user reads it). Text mode, the JSON sink and `replay` all use these types.
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON-lines schema; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    Connect(ConnectRecord),
+    Healthy(HealthyRecord),
+    Stats(StatsRecord),
+}
+
+/// One line of output: the schema version, then the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub schema: u32,
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+/// A connect attempt that needs attention: live (`final: false`, verdict `unanswered`) or ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectRecord {
+    pub time: String,
+    pub verdict: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// `ip:port`; the port is 0 if the kernel had not assigned it yet.
+    pub src: String,
+    /// Destination as the socket knows it (the backend when a socket-level load balancer rewrote it).
+    pub dst: String,
+    /// What the application passed to `connect()`, only when it differs from `dst`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialed: Option<String>,
+    /// SYNs sent: 1 + retransmits.
+    pub syns: u16,
+    /// Time in `SYN_SENT` so far (live) or in all (final).
+    pub syn_sent_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    pub netns: String,
+    pub netns_cookie: u64,
+    /// Stable id of the attempt, shared by its live updates and its final record.
+    pub flow: String,
+    pub explanation: String,
+}
+
+/// Connects from one process to one destination answered on their first SYN, since the previous
+/// such record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthyRecord {
+    pub time: String,
+    pub verdict: String,
+    pub dst: String,
+    pub pid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    pub netns: String,
+    pub netns_cookie: u64,
+    pub established: u64,
+    pub mean_syn_sent_ms: f64,
+}
+
+/// Tracer health: totals since start, and everything that was lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsRecord {
+    pub time: String,
+    /// Connect attempts the kernel side followed.
+    pub attempts: u64,
+    /// Of those, answered on the first SYN (counted, not sent one by one).
+    pub established_first_syn: u64,
+    /// Records received from the kernel.
+    pub events: u64,
+    /// Attempts open right now (unanswered, no end yet).
+    pub open_flows: u64,
+    pub dropped: Dropped,
+    /// True on the last record, written at exit.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+}
+
+/// Everything lost, by cause. Any non-zero value means some flows were not reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// Kernel records lost because the ring buffer was full.
+    pub ring_buffer_full: u64,
+    /// Attempts not followed because the kernel's attempt table was full.
+    pub attempts_map_full: u64,
+    /// Destinations whose healthy count could not be kept.
+    pub healthy_map_full: u64,
+    /// Kernel records that did not decode.
+    pub decode_errors: u64,
+    /// Open attempts whose end never arrived (forgotten after 5 minutes).
+    pub expired_flows: u64,
+}
+
+impl Dropped {
+    pub fn total(&self) -> u64 {
+        self.ring_buffer_full
+            + self.attempts_map_full
+            + self.healthy_map_full
+            + self.decode_errors
+            + self.expired_flows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_through_json() {
+        let line = Line {
+            schema: SCHEMA_VERSION,
+            record: Record::Stats(StatsRecord { attempts: 3, ..StatsRecord::default() }),
+        };
+        let text = serde_json::to_string(&line).expect("serialize");
+        assert!(text.starts_with(r#"{"schema":1,"kind":"stats","#), "{text}");
+        let back: Line = serde_json::from_str(&text).expect("deserialize");
+        assert_eq!(back, line);
+    }
+}

@@ -1,0 +1,65 @@
+//! Plain text that reads like `conntrack -E`, verdict first:
+//! ```text
+//! [ABANDONED]   tcp 10.231.1.1:40522 -> 10.231.1.2:9 syns=3 3.0s pid=4242 comm=curl netns=tb-c
+//!               The application gave up after 3.0s and 3 SYNs with no answer from 10.231.1.2:9: ...
+//! ```
+use std::io::{self, Write};
+
+use super::Sink;
+use crate::record::Record;
+
+pub struct TextSink<W: Write> {
+    out: W,
+}
+
+impl<W: Write> TextSink<W> {
+    pub fn new(out: W) -> TextSink<W> {
+        TextSink { out }
+    }
+}
+
+impl<W: Write> Sink for TextSink<W> {
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        match record {
+            Record::Connect(c) => {
+                let tag = match &c.cause {
+                    Some(cause) => format!("[{} {cause}]", c.verdict.to_uppercase()),
+                    None => format!("[{}]", c.verdict.to_uppercase()),
+                };
+                let dst = c.dialed.as_ref().map_or_else(
+                    || c.dst.clone(),
+                    |dialed| format!("{dialed} backend={}", c.dst),
+                );
+                writeln!(
+                    self.out,
+                    "{tag:<20} tcp {} -> {dst} syns={} {}ms pid={} comm={} netns={}",
+                    c.src, c.syns, c.syn_sent_ms, c.pid, c.comm, c.netns
+                )?;
+                if c.is_final {
+                    writeln!(self.out, "{:<20} {}", "", c.explanation)?;
+                }
+                Ok(())
+            }
+            Record::Healthy(h) => writeln!(
+                self.out,
+                "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
+                "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
+            ),
+            Record::Stats(s) => {
+                let lost = s.dropped.total();
+                if lost == 0 && !s.is_final {
+                    return Ok(());
+                }
+                writeln!(
+                    self.out,
+                    "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
+                    "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
+                )
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}

@@ -1,0 +1,47 @@
+//! `cargo xtask`: what is not a plain build.
+//! - `setup`: installs what building and testing need, when missing (pinned nightly with rust-src,
+//!   bpf-linker against that nightly's LLVM, Debian packages the tests use). Quick when present.
+//! - `run -- ARGS`: setup, release build, run the tracer with ARGS.
+//! - `test`: setup, unit tests, then the root-only integration tests against the real kernel.
+//! - `clippy`: lints for the host crates and the eBPF crate.
+mod clippy;
+mod run;
+mod setup;
+mod shell;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install toolchains, bpf-linker and the Debian packages the tests use, if missing.
+    Setup,
+    /// Build (release) and run the tracer; arguments after `--` go to the tracer.
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run every test: unit tests, then the root-only kernel integration tests.
+    Test {
+        /// Only integration tests whose name contains this.
+        filter: Option<String>,
+    },
+    /// Clippy on host crates and on the eBPF crate.
+    Clippy,
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Setup => setup::all(),
+        Command::Run { args } => run::run(&args),
+        Command::Test { filter } => test::all(filter.as_deref()),
+        Command::Clippy => clippy::all(),
+    }
+}
