@@ -4,12 +4,14 @@
 //! `kernel/` (load, attach, ring buffer) -> `decode.rs` (bytes -> event) -> `flows.rs` (events ->
 //! flows) -> `verdict.rs` (the verdict and its sentence) -> `enrich.rs` (names, wall time) ->
 //! `filter.rs` -> `sink/` (JSON lines, text). `live.rs` wires them; this file only parses the CLI.
+//! `identity/` names what enrich sees: pods, Services, nodes, cgroups, and the cluster-state verdicts.
 mod cli;
 mod clock;
 mod decode;
 mod enrich;
 mod filter;
 mod flows;
+mod identity;
 mod kernel;
 mod live;
 mod netns;

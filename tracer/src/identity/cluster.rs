@@ -1,0 +1,1334 @@
+//! A point-in-time model of cluster state, indexed by address.
+//!
+//! The flow tracer sees only IPs and ports. To say what a destination *is*
+//! (a pod, a Service VIP, a node, or an address some EndpointSlice still
+//! points at although no pod has it any more) it needs pods, Services,
+//! EndpointSlices and Nodes. This module loads them from the output of
+//! `kubectl get pods,services,endpointslices,nodes -A -o json` (a `v1/List`
+//! of mixed kinds), keeps only the fields the tracer needs, and answers
+//! address questions.
+//!
+//! Parsing uses small serde structs rather than the full Kubernetes API types;
+//! unknown fields and unknown kinds are ignored. Errors carry the JSON path of
+//! the offending value (via `serde_path_to_error`) and the kind/name of the
+//! item it sits in.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+/// Failure to load cluster state.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The text is not JSON at all (or is truncated).
+    #[error("malformed JSON: {0}")]
+    Syntax(#[source] serde_json::Error),
+    /// The JSON is well formed but a value does not have the expected shape.
+    #[error("unexpected JSON shape at `{path}`{context}: {source}")]
+    Shape {
+        /// JSON path of the offending value, e.g. `items[3].spec.ports[0].port`.
+        path: String,
+        /// ` (Service app/webhooks)` when the item is known, else empty.
+        context: String,
+        /// What serde expected.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The document is neither a `List` with `items` nor a single
+    /// Pod/Service/EndpointSlice/Node object.
+    #[error("not a kubectl List or supported object: {0}")]
+    NotAList(String),
+}
+
+// ---------------------------------------------------------------------------
+// Public model
+// ---------------------------------------------------------------------------
+
+/// Transport protocol of a port (Kubernetes `protocol`; defaults to TCP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+pub enum Proto {
+    /// `TCP` (the Kubernetes default).
+    #[default]
+    #[serde(rename = "TCP")]
+    Tcp,
+    /// `UDP`.
+    #[serde(rename = "UDP")]
+    Udp,
+    /// `SCTP`.
+    #[serde(rename = "SCTP")]
+    Sctp,
+}
+
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Proto::Tcp => "TCP",
+            Proto::Udp => "UDP",
+            Proto::Sctp => "SCTP",
+        })
+    }
+}
+
+/// Pod lifecycle phase (`status.phase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+pub enum PodPhase {
+    /// Accepted, not all containers running yet.
+    Pending,
+    /// Bound to a node, at least one container running.
+    Running,
+    /// All containers exited 0 and will not restart.
+    Succeeded,
+    /// All containers exited, at least one failed.
+    Failed,
+    /// Missing or unrecognised phase.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl PodPhase {
+    /// Succeeded and Failed pods keep `status.podIP` but no longer own it.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// The controlling owner of an object (from `metadata.ownerReferences`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// e.g. `ReplicaSet`, `StatefulSet`, `DaemonSet`, `Job`, `Node`.
+    pub kind: String,
+    /// Owner name.
+    pub name: String,
+}
+
+/// A port a container declares in its spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPort {
+    /// Name of the declaring container.
+    pub container: String,
+    /// Port name (`http`), if any; Services may target it by name.
+    pub name: Option<String>,
+    /// `containerPort`.
+    pub port: u16,
+    /// Protocol.
+    pub protocol: Proto,
+    /// `hostPort`, if set.
+    pub host_port: Option<u16>,
+}
+
+/// A pod, reduced to what identifies it and what it listens on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid` (matches the pod UID found in cgroup paths).
+    pub uid: String,
+    /// `spec.nodeName` (None while unscheduled).
+    pub node_name: Option<String>,
+    /// `status.podIPs` (falling back to `status.podIP`), deduplicated.
+    pub ips: Vec<IpAddr>,
+    /// `spec.hostNetwork`: the pod's IPs are its node's IPs.
+    pub host_network: bool,
+    /// `status.phase`.
+    pub phase: PodPhase,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// Controller owner (or first owner if none is marked controller).
+    pub owner: Option<OwnerRef>,
+    /// Ports declared by containers (and by restartable init "sidecar"
+    /// containers).
+    pub container_ports: Vec<ContainerPort>,
+}
+
+impl Pod {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Not Succeeded/Failed: the pod still owns its IPs.
+    pub fn is_current(&self) -> bool {
+        !self.phase.is_terminal()
+    }
+
+    /// The declared container port matching `port`/`proto`, if any. `None`
+    /// means the pod does not advertise a listener there (it may still have
+    /// one: declaring ports is optional in Kubernetes).
+    pub fn declared_port(&self, port: u16, proto: Proto) -> Option<&ContainerPort> {
+        self.container_ports
+            .iter()
+            .find(|p| p.port == port && p.protocol == proto)
+    }
+
+    /// The declared container port named `name` with protocol `proto`.
+    pub fn named_port(&self, name: &str, proto: Proto) -> Option<&ContainerPort> {
+        self.container_ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name) && p.protocol == proto)
+    }
+
+    /// The workload behind the pod: for a ReplicaSet owner whose name ends
+    /// in `-<pod-template-hash>` this is the (inferred) `Deployment`;
+    /// otherwise the owner as recorded.
+    pub fn workload(&self) -> Option<OwnerRef> {
+        let owner = self.owner.as_ref()?;
+        if owner.kind == "ReplicaSet"
+            && let Some(hash) = self.labels.get("pod-template-hash")
+            && let Some(dep) = owner
+                .name
+                .strip_suffix(hash.as_str())
+                .and_then(|s| s.strip_suffix('-'))
+        {
+            return Some(OwnerRef {
+                kind: "Deployment".to_owned(),
+                name: dep.to_owned(),
+            });
+        }
+        Some(owner.clone())
+    }
+}
+
+/// `targetPort` of a Service port: a number or a container port name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetPort {
+    /// Numeric target port.
+    Number(u16),
+    /// Named container port.
+    Name(String),
+}
+
+impl<'de> Deserialize<'de> for TargetPort {
+    /// Kubernetes IntOrString: accepts `8080`, `"http"` and, like the API
+    /// server, a numeric string such as `"8080"`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = TargetPort;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a port number (0-65535) or a port name")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TargetPort, E> {
+                u16::try_from(v)
+                    .map(TargetPort::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TargetPort, E> {
+                u16::try_from(v)
+                    .map(TargetPort::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TargetPort, E> {
+                Ok(match v.parse::<u16>() {
+                    Ok(n) => TargetPort::Number(n),
+                    Err(_) => TargetPort::Name(v.to_owned()),
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl fmt::Display for TargetPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetPort::Number(n) => write!(f, "{n}"),
+            TargetPort::Name(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One entry of `spec.ports` of a Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    /// Port name (required by Kubernetes when there are several).
+    pub name: Option<String>,
+    /// Port on the cluster IP.
+    pub port: u16,
+    /// Where traffic goes on the backend (defaults to `port`).
+    pub target_port: TargetPort,
+    /// Protocol.
+    pub protocol: Proto,
+    /// `nodePort` for NodePort/LoadBalancer Services.
+    pub node_port: Option<u16>,
+}
+
+/// A Service, reduced to its addresses, ports and selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `spec.type` (`ClusterIP`, `NodePort`, `LoadBalancer`, `ExternalName`).
+    pub service_type: String,
+    /// `spec.clusterIPs` (or `spec.clusterIP`); empty for headless and
+    /// ExternalName Services.
+    pub cluster_ips: Vec<IpAddr>,
+    /// `spec.ports`.
+    pub ports: Vec<ServicePort>,
+    /// `spec.selector`; empty means the Service selects no pods itself.
+    pub selector: BTreeMap<String, String>,
+}
+
+impl Service {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The Service port for `port`/`proto`.
+    pub fn port(&self, port: u16, proto: Proto) -> Option<&ServicePort> {
+        self.ports
+            .iter()
+            .find(|p| p.port == port && p.protocol == proto)
+    }
+}
+
+/// A port of an EndpointSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPort {
+    /// Matches the Service port name (empty string in the API = `None`).
+    pub name: Option<String>,
+    /// Backend port; `None` means "all ports".
+    pub port: Option<u16>,
+    /// Protocol.
+    pub protocol: Proto,
+}
+
+/// Reference from an endpoint to the object behind it (usually a Pod).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetRef {
+    /// Usually `Pod`.
+    pub kind: String,
+    /// Object name.
+    pub name: String,
+    /// Object namespace.
+    pub namespace: Option<String>,
+    /// Object UID.
+    pub uid: Option<String>,
+}
+
+/// One endpoint of an EndpointSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// IP addresses (FQDN addresses are not kept).
+    pub addresses: Vec<IpAddr>,
+    /// `conditions.ready`; absent is read as `true`, as the API specifies.
+    pub ready: bool,
+    /// `conditions.serving`, if reported.
+    pub serving: Option<bool>,
+    /// `conditions.terminating`, absent = false.
+    pub terminating: bool,
+    /// `targetRef`.
+    pub target_ref: Option<TargetRef>,
+    /// `nodeName`.
+    pub node_name: Option<String>,
+}
+
+/// An EndpointSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSlice {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// Label `kubernetes.io/service-name`.
+    pub service_name: Option<String>,
+    /// `addressType` (`IPv4`, `IPv6`, `FQDN`).
+    pub address_type: String,
+    /// `ports`.
+    pub ports: Vec<EndpointPort>,
+    /// `endpoints`.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// `metadata.name`.
+    pub name: String,
+    /// `status.addresses` of type `InternalIP`.
+    pub internal_ips: Vec<IpAddr>,
+    /// `status.addresses` of type `ExternalIP`.
+    pub external_ips: Vec<IpAddr>,
+    /// `spec.podCIDRs` (or `spec.podCIDR`), as written.
+    pub pod_cidrs: Vec<String>,
+}
+
+impl Node {
+    /// Whether `ip` falls in one of this node's pod CIDRs.
+    pub fn pod_cidr_contains(&self, ip: IpAddr) -> bool {
+        self.pod_cidrs.iter().any(|c| cidr_contains(c, ip))
+    }
+}
+
+/// "This address is an endpoint of Service X": one endpoint of one slice,
+/// optionally narrowed to one slice port.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointRef<'a> {
+    /// The slice.
+    pub slice: &'a EndpointSlice,
+    /// The endpoint within it holding the address.
+    pub endpoint: &'a Endpoint,
+    /// The slice port that matched the requested port (None when no port
+    /// was requested).
+    pub port: Option<&'a EndpointPort>,
+    /// Owning Service name (label `kubernetes.io/service-name`).
+    pub service_name: Option<&'a str>,
+    /// The owning Service, when it is present in the snapshot.
+    pub service: Option<&'a Service>,
+}
+
+/// What an address is, as far as the snapshot can tell.
+#[derive(Debug, Clone)]
+pub enum AddressIdentity<'a> {
+    /// A Service cluster IP.
+    Service {
+        /// The Service.
+        service: &'a Service,
+        /// The Service port matching the requested port/protocol; `None`
+        /// when the Service does not expose that port.
+        port: Option<&'a ServicePort>,
+    },
+    /// A current (not Succeeded/Failed), non-hostNetwork pod's IP.
+    Pod {
+        /// The pod (name, namespace, node, ready, owner, ...).
+        pod: &'a Pod,
+        /// The container port the pod declares for the requested
+        /// port/protocol, if any.
+        declared_port: Option<&'a ContainerPort>,
+        /// EndpointSlice entries naming this address (which Services send
+        /// traffic here).
+        endpoint_of: Vec<EndpointRef<'a>>,
+    },
+    /// A node's InternalIP or ExternalIP.
+    Node {
+        /// The node.
+        node: &'a Node,
+        /// A hostNetwork pod on this node declaring the requested port.
+        host_network_pod: Option<&'a Pod>,
+        /// EndpointSlice entries naming this address (e.g. `kubernetes`).
+        endpoint_of: Vec<EndpointRef<'a>>,
+    },
+    /// Nothing current has this address.
+    Unknown {
+        /// EndpointSlice entries that still name it: a non-empty list means
+        /// "a Service routes here but no live pod has this IP".
+        endpoint_of: Vec<EndpointRef<'a>>,
+        /// The node whose pod CIDR contains it, if any.
+        pod_cidr_of: Option<&'a Node>,
+    },
+}
+
+/// Per-term result of matching a Service selector against pod labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectorTerm<'a> {
+    /// Selector key.
+    pub key: &'a str,
+    /// Selector value.
+    pub value: &'a str,
+    /// The pod's value for that key, if any.
+    pub pod_value: Option<&'a str>,
+    /// `pod_value == Some(value)`.
+    pub matched: bool,
+}
+
+/// Indexed cluster snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    pods: Vec<Pod>,
+    services: Vec<Service>,
+    slices: Vec<EndpointSlice>,
+    nodes: Vec<Node>,
+    pod_by_ip: HashMap<IpAddr, usize>,
+    pod_by_uid: HashMap<String, usize>,
+    svc_by_ip: HashMap<IpAddr, usize>,
+    svc_by_key: HashMap<(String, String), usize>,
+    node_by_ip: HashMap<IpAddr, usize>,
+    /// ip -> (slice index, endpoint index)
+    endpoints_by_ip: HashMap<IpAddr, Vec<(usize, usize)>>,
+}
+
+impl ClusterState {
+    /// Load from `kubectl get pods,services,endpointslices,nodes -A -o json`.
+    ///
+    /// Also accepts a single Pod/Service/EndpointSlice/Node object and any
+    /// `*List` with `items`. Items of other kinds are ignored.
+    pub fn from_kubectl_json(text: &str) -> Result<ClusterState, ClusterError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let doc: Value = Value::deserialize(&mut de).map_err(ClusterError::Syntax)?;
+        de.end().map_err(ClusterError::Syntax)?;
+
+        let (items, prefix): (Vec<Value>, &str) = match doc {
+            Value::Object(mut map) => match map.remove("items") {
+                Some(Value::Array(items)) => (items, "items"),
+                Some(Value::Null) => (Vec::new(), "items"),
+                Some(other) => {
+                    return Err(ClusterError::NotAList(format!(
+                        "`items` is {}, expected an array",
+                        json_type(&other)
+                    )));
+                }
+                None => match map.get("kind").and_then(Value::as_str) {
+                    Some("Pod" | "Service" | "EndpointSlice" | "Node") => {
+                        (vec![Value::Object(map)], "")
+                    }
+                    Some(kind) => {
+                        return Err(ClusterError::NotAList(format!(
+                            "top-level kind `{kind}` has no `items`"
+                        )));
+                    }
+                    None => {
+                        return Err(ClusterError::NotAList(
+                            "top-level object has neither `items` nor `kind`".to_owned(),
+                        ));
+                    }
+                },
+            },
+            other => {
+                return Err(ClusterError::NotAList(format!(
+                    "top-level value is {}, expected an object",
+                    json_type(&other)
+                )));
+            }
+        };
+
+        let mut st = ClusterState::default();
+        for (i, item) in items.iter().enumerate() {
+            let path = if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}[{i}]")
+            };
+            if let Some(item) = parse_item(item, &path)? {
+                st.push(item);
+            }
+        }
+        st.build_indexes();
+        Ok(st)
+    }
+
+    /// Builds a snapshot from objects already parsed one by one with [`parse_item`] (the live
+    /// watcher's stores): the same model as a file gives.
+    pub fn from_items(items: impl IntoIterator<Item = Item>) -> ClusterState {
+        let mut st = ClusterState::default();
+        for item in items {
+            st.push(item);
+        }
+        st.build_indexes();
+        st
+    }
+
+    fn push(&mut self, item: Item) {
+        match item {
+            Item::Pod(p) => self.pods.push(p),
+            Item::Service(s) => self.services.push(s),
+            Item::EndpointSlice(e) => self.slices.push(e),
+            Item::Node(n) => self.nodes.push(n),
+        }
+    }
+
+    fn build_indexes(&mut self) {
+        for (i, p) in self.pods.iter().enumerate() {
+            self.pod_by_uid.insert(p.uid.clone(), i);
+            if !p.is_current() || p.host_network {
+                continue;
+            }
+            for ip in &p.ips {
+                // Two current pods should never share an IP; if a stale
+                // snapshot has that, prefer the Running one.
+                match self.pod_by_ip.get(ip) {
+                    Some(&j)
+                        if self.pods[j].phase == PodPhase::Running
+                            || p.phase != PodPhase::Running => {}
+                    _ => {
+                        self.pod_by_ip.insert(*ip, i);
+                    }
+                }
+            }
+        }
+        for (i, s) in self.services.iter().enumerate() {
+            self.svc_by_key
+                .insert((s.namespace.clone(), s.name.clone()), i);
+            for ip in &s.cluster_ips {
+                self.svc_by_ip.entry(*ip).or_insert(i);
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            for ip in n.internal_ips.iter().chain(&n.external_ips) {
+                self.node_by_ip.entry(*ip).or_insert(i);
+            }
+        }
+        for (si, s) in self.slices.iter().enumerate() {
+            for (ei, e) in s.endpoints.iter().enumerate() {
+                for ip in &e.addresses {
+                    self.endpoints_by_ip.entry(*ip).or_default().push((si, ei));
+                }
+            }
+        }
+    }
+
+    /// All pods in the snapshot (including Succeeded/Failed).
+    pub fn pods(&self) -> &[Pod] {
+        &self.pods
+    }
+
+    /// All Services.
+    pub fn services(&self) -> &[Service] {
+        &self.services
+    }
+
+    /// All EndpointSlices.
+    pub fn endpoint_slices(&self) -> &[EndpointSlice] {
+        &self.slices
+    }
+
+    /// All nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The current pod (not Succeeded/Failed, not hostNetwork) with this IP.
+    pub fn pod_by_ip(&self, ip: IpAddr) -> Option<&Pod> {
+        self.pod_by_ip.get(&ip).map(|&i| &self.pods[i])
+    }
+
+    /// The pod with this UID (e.g. from [`crate::cgroup::ContainerRef`]),
+    /// whatever its phase.
+    pub fn pod_by_uid(&self, uid: &str) -> Option<&Pod> {
+        self.pod_by_uid.get(uid).map(|&i| &self.pods[i])
+    }
+
+    /// The Service by namespace and name.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
+        self.svc_by_key
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|&i| &self.services[i])
+    }
+
+    /// The Service whose cluster IP is `ip` and which exposes `port`/`proto`.
+    pub fn service_by_cluster_ip(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        proto: Proto,
+    ) -> Option<(&Service, &ServicePort)> {
+        let svc = &self.services[*self.svc_by_ip.get(&ip)?];
+        Some((svc, svc.port(port, proto)?))
+    }
+
+    /// The node with this InternalIP or ExternalIP.
+    pub fn node_by_ip(&self, ip: IpAddr) -> Option<&Node> {
+        self.node_by_ip.get(&ip).map(|&i| &self.nodes[i])
+    }
+
+    /// The node whose pod CIDR contains `ip`.
+    pub fn node_by_pod_cidr(&self, ip: IpAddr) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.pod_cidr_contains(ip))
+    }
+
+    /// Every EndpointSlice endpoint whose address is `ip` (and, if given,
+    /// whose slice has a port equal to `port` or an "all ports" entry), with
+    /// the owning Service name: this says "ip is an endpoint of Service X".
+    ///
+    /// With `port = None` there is one entry per endpoint; with a port, one
+    /// per matching slice port.
+    pub fn endpoints_with_address(&self, ip: IpAddr, port: Option<u16>) -> Vec<EndpointRef<'_>> {
+        let Some(hits) = self.endpoints_by_ip.get(&ip) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for &(si, ei) in hits {
+            let slice = &self.slices[si];
+            let endpoint = &slice.endpoints[ei];
+            let service_name = slice.service_name.as_deref();
+            let service = service_name.and_then(|n| self.service(&slice.namespace, n));
+            let mk = |port| EndpointRef {
+                slice,
+                endpoint,
+                port,
+                service_name,
+                service,
+            };
+            match port {
+                None => out.push(mk(None)),
+                Some(want) => out.extend(
+                    slice
+                        .ports
+                        .iter()
+                        .filter(|p| p.port.is_none_or(|p| p == want))
+                        .map(|p| mk(Some(p))),
+                ),
+            }
+        }
+        out
+    }
+
+    /// Describe an address: Service VIP, pod, node, or unknown (with any
+    /// EndpointSlice entries that still point at it).
+    pub fn describe(&self, ip: IpAddr, port: u16, proto: Proto) -> AddressIdentity<'_> {
+        if let Some(&i) = self.svc_by_ip.get(&ip) {
+            let service = &self.services[i];
+            return AddressIdentity::Service {
+                service,
+                port: service.port(port, proto),
+            };
+        }
+        let endpoint_of = self.endpoints_with_address(ip, Some(port));
+        if let Some(pod) = self.pod_by_ip(ip) {
+            return AddressIdentity::Pod {
+                pod,
+                declared_port: pod.declared_port(port, proto),
+                endpoint_of,
+            };
+        }
+        if let Some(node) = self.node_by_ip(ip) {
+            let host_network_pod = self.pods.iter().find(|p| {
+                p.host_network
+                    && p.is_current()
+                    && p.node_name.as_deref() == Some(node.name.as_str())
+                    && p.declared_port(port, proto).is_some()
+            });
+            return AddressIdentity::Node {
+                node,
+                host_network_pod,
+                endpoint_of,
+            };
+        }
+        AddressIdentity::Unknown {
+            endpoint_of,
+            pod_cidr_of: self.node_by_pod_cidr(ip),
+        }
+    }
+
+    /// Whether the Service's selector selects the pod: same namespace,
+    /// non-empty selector, every term equal to the pod's label.
+    pub fn selector_matches(&self, svc: &Service, pod: &Pod) -> bool {
+        svc.namespace == pod.namespace
+            && !svc.selector.is_empty()
+            && self.selector_terms(svc, pod).iter().all(|t| t.matched)
+    }
+
+    /// Term-by-term comparison of the Service selector with the pod's labels,
+    /// to explain a (mis)match: "app=webhooks matched webhooks-worker-... too".
+    pub fn selector_terms<'a>(&self, svc: &'a Service, pod: &'a Pod) -> Vec<SelectorTerm<'a>> {
+        svc.selector
+            .iter()
+            .map(|(k, v)| {
+                let pod_value = pod.labels.get(k).map(String::as_str);
+                SelectorTerm {
+                    key: k,
+                    value: v,
+                    pod_value,
+                    matched: pod_value == Some(v.as_str()),
+                }
+            })
+            .collect()
+    }
+
+    /// Current pods the Service selects, sorted by name.
+    pub fn pods_selected_by(&self, svc: &Service) -> Vec<&Pod> {
+        let mut v: Vec<&Pod> = self
+            .pods
+            .iter()
+            .filter(|p| p.is_current() && self.selector_matches(svc, p))
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// The backend port a Service port sends to on `pod`: numeric targetPort
+    /// as is, named targetPort resolved through the pod's declared ports
+    /// (`None` if the pod declares no port of that name).
+    pub fn target_port_on(&self, port: &ServicePort, pod: &Pod) -> Option<u16> {
+        match &port.target_port {
+            TargetPort::Number(n) => Some(*n),
+            TargetPort::Name(name) => pod.named_port(name, port.protocol).map(|p| p.port),
+        }
+    }
+}
+
+/// One object of a kind the model keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Pod(Pod),
+    Service(Service),
+    EndpointSlice(EndpointSlice),
+    Node(Node),
+}
+
+/// Parses one API object (as `kubectl -o json` or the API server writes it) by its `kind`;
+/// `Ok(None)` for kinds the model does not keep. `path` names it in errors (`items[3]`).
+pub fn parse_item(item: &Value, path: &str) -> Result<Option<Item>, ClusterError> {
+    let kind = match item {
+        Value::Object(m) => m.get("kind").and_then(Value::as_str).unwrap_or(""),
+        other => {
+            return Err(ClusterError::Shape {
+                path: path.to_owned(),
+                context: String::new(),
+                source: serde::de::Error::custom(format!(
+                    "invalid type: {}, expected a Kubernetes object",
+                    json_type(other)
+                )),
+            });
+        }
+    };
+    Ok(Some(match kind {
+        "Pod" => Item::Pod(from_item::<raw::Pod>(item, path, kind)?.into_model()),
+        "Service" => Item::Service(from_item::<raw::Service>(item, path, kind)?.into_model()),
+        "EndpointSlice" => {
+            Item::EndpointSlice(from_item::<raw::EndpointSlice>(item, path, kind)?.into_model())
+        }
+        "Node" => Item::Node(from_item::<raw::Node>(item, path, kind)?.into_model()),
+        _ => return Ok(None),
+    }))
+}
+
+/// Deserialize one item with path tracking; errors name the item.
+fn from_item<T: DeserializeOwned>(item: &Value, path: &str, kind: &str) -> Result<T, ClusterError> {
+    serde_path_to_error::deserialize(item).map_err(|e| {
+        let inner_path = e.path().to_string();
+        let full = match (path.is_empty(), inner_path.as_str()) {
+            (true, p) => p.to_owned(),
+            (false, ".") => path.to_owned(),
+            (false, p) => format!("{path}.{p}"),
+        };
+        let meta = item.get("metadata");
+        let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
+        let ns = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
+        let context = match (ns, name) {
+            (Some(ns), Some(n)) => format!(" ({kind} {ns}/{n})"),
+            (None, Some(n)) => format!(" ({kind} {n})"),
+            _ => format!(" ({kind})"),
+        };
+        ClusterError::Shape {
+            path: full,
+            context,
+            source: e.into_inner(),
+        }
+    })
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `10.244.1.0/24` style containment; false on unparsable CIDRs or family
+/// mismatch.
+fn cidr_contains(cidr: &str, ip: IpAddr) -> bool {
+    let Some((net, len)) = cidr.split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(len)) = (net.parse::<IpAddr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) if len <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            u32::from(n) & mask == u32::from(a) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) if len <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+            u128::from(n) & mask == u128::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
+/// Parse the addresses we keep; non-IP strings (`None`, hostnames, FQDNs)
+/// are skipped.
+fn parse_ips<'a>(it: impl IntoIterator<Item = &'a str>) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for s in it {
+        if let Ok(ip) = s.trim().parse::<IpAddr>()
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
+}
+
+/// Serde mirrors of the JSON, only the fields we read.
+mod raw {
+    use super::{BTreeMap, Deserialize, PodPhase, Proto, TargetPort};
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Metadata {
+        pub name: String,
+        #[serde(default)]
+        pub namespace: String,
+        #[serde(default)]
+        pub uid: String,
+        #[serde(default)]
+        pub labels: Option<BTreeMap<String, String>>,
+        #[serde(default)]
+        pub owner_references: Option<Vec<OwnerReference>>,
+        #[serde(default)]
+        pub deletion_timestamp: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct OwnerReference {
+        pub kind: String,
+        pub name: String,
+        #[serde(default)]
+        pub controller: Option<bool>,
+    }
+
+    // ---- Pod ----
+
+    #[derive(Deserialize)]
+    pub struct Pod {
+        pub metadata: Metadata,
+        #[serde(default)]
+        pub spec: Option<PodSpec>,
+        #[serde(default)]
+        pub status: Option<PodStatus>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct PodSpec {
+        #[serde(default)]
+        pub node_name: Option<String>,
+        #[serde(default)]
+        pub host_network: Option<bool>,
+        #[serde(default)]
+        pub containers: Option<Vec<Container>>,
+        #[serde(default)]
+        pub init_containers: Option<Vec<Container>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Container {
+        pub name: String,
+        #[serde(default)]
+        pub ports: Option<Vec<ContainerPort>>,
+        #[serde(default)]
+        pub restart_policy: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ContainerPort {
+        #[serde(default)]
+        pub name: Option<String>,
+        pub container_port: u16,
+        #[serde(default)]
+        pub protocol: Option<Proto>,
+        #[serde(default)]
+        pub host_port: Option<u16>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct PodStatus {
+        #[serde(default)]
+        pub phase: Option<PodPhase>,
+        #[serde(default, rename = "podIP")]
+        pub pod_ip: Option<String>,
+        #[serde(default, rename = "podIPs")]
+        pub pod_ips: Option<Vec<PodIp>>,
+        #[serde(default)]
+        pub conditions: Option<Vec<Condition>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct PodIp {
+        pub ip: String,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Condition {
+        #[serde(rename = "type")]
+        pub type_: String,
+        pub status: String,
+    }
+
+    impl Pod {
+        pub fn into_model(self) -> super::Pod {
+            let m = self.metadata;
+            let spec = self.spec.unwrap_or_default();
+            let status = self.status.unwrap_or_default();
+            let ips = super::parse_ips(
+                status
+                    .pod_ips
+                    .iter()
+                    .flatten()
+                    .map(|p| p.ip.as_str())
+                    .chain(status.pod_ip.as_deref()),
+            );
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let mut container_ports = Vec::new();
+            let sidecars = spec
+                .init_containers
+                .into_iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+            for c in spec.containers.into_iter().flatten().chain(sidecars) {
+                for p in c.ports.into_iter().flatten() {
+                    container_ports.push(super::ContainerPort {
+                        container: c.name.clone(),
+                        name: p.name.filter(|n| !n.is_empty()),
+                        port: p.container_port,
+                        protocol: p.protocol.unwrap_or_default(),
+                        host_port: p.host_port.filter(|&h| h != 0),
+                    });
+                }
+            }
+            super::Pod {
+                owner: owner(m.owner_references),
+                name: m.name,
+                namespace: m.namespace,
+                uid: m.uid,
+                node_name: spec.node_name.filter(|n| !n.is_empty()),
+                ips,
+                host_network: spec.host_network.unwrap_or(false),
+                phase: status.phase.unwrap_or_default(),
+                ready,
+                terminating: m.deletion_timestamp.is_some(),
+                labels: m.labels.unwrap_or_default(),
+                container_ports,
+            }
+        }
+    }
+
+    fn owner(refs: Option<Vec<OwnerReference>>) -> Option<super::OwnerRef> {
+        let refs = refs.unwrap_or_default();
+        let pick = refs
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .or_else(|| refs.first())?;
+        Some(super::OwnerRef {
+            kind: pick.kind.clone(),
+            name: pick.name.clone(),
+        })
+    }
+
+    // ---- Service ----
+
+    #[derive(Deserialize)]
+    pub struct Service {
+        pub metadata: Metadata,
+        #[serde(default)]
+        pub spec: Option<ServiceSpec>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ServiceSpec {
+        #[serde(default, rename = "type")]
+        pub type_: Option<String>,
+        #[serde(default, rename = "clusterIP")]
+        pub cluster_ip: Option<String>,
+        #[serde(default, rename = "clusterIPs")]
+        pub cluster_ips: Option<Vec<String>>,
+        #[serde(default)]
+        pub ports: Option<Vec<ServicePort>>,
+        #[serde(default)]
+        pub selector: Option<BTreeMap<String, String>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ServicePort {
+        #[serde(default)]
+        pub name: Option<String>,
+        pub port: u16,
+        #[serde(default)]
+        pub target_port: Option<TargetPort>,
+        #[serde(default)]
+        pub protocol: Option<Proto>,
+        #[serde(default)]
+        pub node_port: Option<u16>,
+    }
+
+    impl Service {
+        pub fn into_model(self) -> super::Service {
+            let spec = self.spec.unwrap_or_default();
+            let cluster_ips = super::parse_ips(
+                spec.cluster_ips
+                    .iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .chain(spec.cluster_ip.as_deref()),
+            );
+            let ports = spec
+                .ports
+                .into_iter()
+                .flatten()
+                .map(|p| super::ServicePort {
+                    name: p.name.filter(|n| !n.is_empty()),
+                    target_port: match p.target_port {
+                        // 0 / "" mean "unset": the API defaults to `port`.
+                        None | Some(TargetPort::Number(0)) => TargetPort::Number(p.port),
+                        Some(TargetPort::Name(n)) if n.is_empty() => TargetPort::Number(p.port),
+                        Some(t) => t,
+                    },
+                    port: p.port,
+                    protocol: p.protocol.unwrap_or_default(),
+                    node_port: p.node_port.filter(|&n| n != 0),
+                })
+                .collect();
+            super::Service {
+                name: self.metadata.name,
+                namespace: self.metadata.namespace,
+                service_type: spec.type_.unwrap_or_else(|| "ClusterIP".to_owned()),
+                cluster_ips,
+                ports,
+                selector: spec.selector.unwrap_or_default(),
+            }
+        }
+    }
+
+    // ---- EndpointSlice ----
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct EndpointSlice {
+        pub metadata: Metadata,
+        #[serde(default)]
+        pub address_type: Option<String>,
+        #[serde(default)]
+        pub ports: Option<Vec<EndpointPort>>,
+        #[serde(default)]
+        pub endpoints: Option<Vec<Endpoint>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct EndpointPort {
+        #[serde(default)]
+        pub name: Option<String>,
+        #[serde(default)]
+        pub port: Option<u16>,
+        #[serde(default)]
+        pub protocol: Option<Proto>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Endpoint {
+        #[serde(default)]
+        pub addresses: Vec<String>,
+        #[serde(default)]
+        pub conditions: Option<Conditions>,
+        #[serde(default)]
+        pub target_ref: Option<TargetRef>,
+        #[serde(default)]
+        pub node_name: Option<String>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct Conditions {
+        #[serde(default)]
+        pub ready: Option<bool>,
+        #[serde(default)]
+        pub serving: Option<bool>,
+        #[serde(default)]
+        pub terminating: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct TargetRef {
+        #[serde(default)]
+        pub kind: String,
+        #[serde(default)]
+        pub name: String,
+        #[serde(default)]
+        pub namespace: Option<String>,
+        #[serde(default)]
+        pub uid: Option<String>,
+    }
+
+    impl EndpointSlice {
+        pub fn into_model(self) -> super::EndpointSlice {
+            let m = self.metadata;
+            let service_name = m
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+                .cloned();
+            let ports = self
+                .ports
+                .into_iter()
+                .flatten()
+                .map(|p| super::EndpointPort {
+                    name: p.name.filter(|n| !n.is_empty()),
+                    port: p.port,
+                    protocol: p.protocol.unwrap_or_default(),
+                })
+                .collect();
+            let endpoints = self
+                .endpoints
+                .into_iter()
+                .flatten()
+                .map(|e| {
+                    let c = e.conditions.unwrap_or_default();
+                    super::Endpoint {
+                        addresses: super::parse_ips(e.addresses.iter().map(String::as_str)),
+                        ready: c.ready.unwrap_or(true),
+                        serving: c.serving,
+                        terminating: c.terminating.unwrap_or(false),
+                        target_ref: e.target_ref.map(|t| super::TargetRef {
+                            kind: t.kind,
+                            name: t.name,
+                            namespace: t.namespace,
+                            uid: t.uid,
+                        }),
+                        node_name: e.node_name,
+                    }
+                })
+                .collect();
+            super::EndpointSlice {
+                name: m.name,
+                namespace: m.namespace,
+                service_name,
+                address_type: self.address_type.unwrap_or_default(),
+                ports,
+                endpoints,
+            }
+        }
+    }
+
+    // ---- Node ----
+
+    #[derive(Deserialize)]
+    pub struct Node {
+        pub metadata: Metadata,
+        #[serde(default)]
+        pub spec: Option<NodeSpec>,
+        #[serde(default)]
+        pub status: Option<NodeStatus>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NodeSpec {
+        #[serde(default, rename = "podCIDR")]
+        pub pod_cidr: Option<String>,
+        #[serde(default, rename = "podCIDRs")]
+        pub pod_cidrs: Option<Vec<String>>,
+    }
+
+    #[derive(Deserialize, Default)]
+    pub struct NodeStatus {
+        #[serde(default)]
+        pub addresses: Option<Vec<NodeAddress>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct NodeAddress {
+        #[serde(rename = "type")]
+        pub type_: String,
+        pub address: String,
+    }
+
+    impl Node {
+        pub fn into_model(self) -> super::Node {
+            let spec = self.spec.unwrap_or_default();
+            let addrs = self
+                .status
+                .unwrap_or_default()
+                .addresses
+                .unwrap_or_default();
+            let of_type = |t: &str| {
+                super::parse_ips(
+                    addrs
+                        .iter()
+                        .filter(|a| a.type_ == t)
+                        .map(|a| a.address.as_str()),
+                )
+            };
+            let mut pod_cidrs = spec.pod_cidrs.unwrap_or_default();
+            if let Some(c) = spec.pod_cidr
+                && !c.is_empty()
+                && !pod_cidrs.contains(&c)
+            {
+                pod_cidrs.push(c);
+            }
+            super::Node {
+                name: self.metadata.name,
+                internal_ips: of_type("InternalIP"),
+                external_ips: of_type("ExternalIP"),
+                pod_cidrs,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(cidr_contains("10.244.154.0/24", ip("10.244.154.66")));
+        assert!(!cidr_contains("10.244.131.0/24", ip("10.244.154.66")));
+        assert!(cidr_contains("0.0.0.0/0", ip("1.2.3.4")));
+        assert!(cidr_contains("fd00:10:244:1::/64", ip("fd00:10:244:1::5")));
+        assert!(!cidr_contains("fd00:10:244:1::/64", ip("10.0.0.1")));
+        assert!(!cidr_contains("garbage", ip("10.0.0.1")));
+    }
+
+    #[test]
+    fn workload_from_replicaset() {
+        let mut labels = BTreeMap::new();
+        labels.insert("pod-template-hash".to_owned(), "86c79d5f77".to_owned());
+        let pod = Pod {
+            name: "webhooks-86c79d5f77-2xk9p".into(),
+            namespace: "app".into(),
+            uid: "u".into(),
+            node_name: None,
+            ips: vec![],
+            host_network: false,
+            phase: PodPhase::Running,
+            ready: true,
+            terminating: false,
+            labels,
+            owner: Some(OwnerRef {
+                kind: "ReplicaSet".into(),
+                name: "webhooks-86c79d5f77".into(),
+            }),
+            container_ports: vec![],
+        };
+        assert_eq!(
+            pod.workload(),
+            Some(OwnerRef {
+                kind: "Deployment".into(),
+                name: "webhooks".into()
+            })
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! Where cluster state comes from: a `kubectl get pods,services,endpointslices,nodes -A -o json` file
+//! (`--cluster-state`), or the live API (`--kubeconfig FILE`, `--in-cluster`). Both give the same
+//! [`ClusterState`]; they differ in how fresh it is, which every record says (`identity_source`,
+//! `identity_age_s`, `identity_stale`).
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::{
+    cluster::{ClusterError, ClusterState},
+    watch::{LiveCluster, WatchStartError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot read the cluster state file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the cluster state file {path} is not the output of `kubectl get pods,services,endpointslices,nodes -A -o json`: {source}"
+    )]
+    Parse { path: PathBuf, source: ClusterError },
+    #[error("cannot read the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot use the kubeconfig {path}: {source}")]
+    KubeconfigUse {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "--in-cluster: no service-account config: {0} (run the tracer in a pod with a service account, or pass --kubeconfig)"
+    )]
+    InCluster(#[source] kube::config::InClusterError),
+    #[error(transparent)]
+    Watch(#[from] WatchStartError),
+}
+
+/// The cluster state as of now, and how much to trust it.
+#[derive(Clone)]
+pub struct ClusterView {
+    pub state: Arc<ClusterState>,
+    /// `file` or `api`.
+    pub source: &'static str,
+    pub age: Duration,
+    pub stale: bool,
+}
+
+pub enum ClusterSource {
+    File {
+        state: Arc<ClusterState>,
+        written: SystemTime,
+    },
+    Live(LiveCluster),
+}
+
+impl ClusterSource {
+    pub fn from_file(path: &Path) -> Result<ClusterSource, SourceError> {
+        let read_err = |source| SourceError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        let written = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .map_err(read_err)?;
+        let state =
+            ClusterState::from_kubectl_json(&text).map_err(|source| SourceError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(ClusterSource::File {
+            state: Arc::new(state),
+            written,
+        })
+    }
+
+    /// Live list+watch with the cluster, user and context a kubeconfig file names as current.
+    pub async fn from_kubeconfig(path: &Path) -> Result<ClusterSource, SourceError> {
+        let kubeconfig = Kubeconfig::read_from(path).map_err(|source| SourceError::Kubeconfig {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| SourceError::KubeconfigUse {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        Ok(ClusterSource::Live(LiveCluster::start(config)?))
+    }
+
+    /// Live list+watch with the pod's service account.
+    pub fn in_cluster() -> Result<ClusterSource, SourceError> {
+        let config = kube::Config::incluster().map_err(SourceError::InCluster)?;
+        Ok(ClusterSource::Live(LiveCluster::start(config)?))
+    }
+
+    pub fn view(&self) -> ClusterView {
+        match self {
+            ClusterSource::File { state, written } => ClusterView {
+                state: Arc::clone(state),
+                source: "file",
+                age: SystemTime::now()
+                    .duration_since(*written)
+                    .unwrap_or_default(),
+                stale: false,
+            },
+            ClusterSource::Live(live) => {
+                let v = live.view();
+                ClusterView {
+                    state: v.state,
+                    source: "api",
+                    age: v.age,
+                    stale: v.stale,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{cluster_incidents::fixture, watch::fixture::ApiFixture};
+
+    fn temp(name: &str, text: &str) -> PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("tracer-source-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("write temp file");
+        path
+    }
+
+    #[test]
+    fn a_snapshot_file_loads_and_says_where_names_come_from() {
+        let path = temp("ok.json", &fixture("webhooks.json"));
+        let view = ClusterSource::from_file(&path).expect("load").view();
+        assert_eq!((view.source, view.stale), ("file", false));
+        assert_eq!(view.state.pods().len(), 7);
+        assert!(view.age < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_malformed_snapshot_file_is_a_clear_error() {
+        let path = temp(
+            "bad.json",
+            r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"namespace":"x"}}]}"#,
+        );
+        let Err(err) = ClusterSource::from_file(&path) else {
+            panic!("must fail")
+        };
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(
+            msg.contains("kubectl get pods,services,endpointslices,nodes -A -o json"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("items[0].metadata") && msg.contains("missing field `name`"),
+            "{msg}"
+        );
+        let Err(err) = ClusterSource::from_file(Path::new("/nonexistent/state.json")) else {
+            panic!("must fail")
+        };
+        assert!(
+            err.to_string()
+                .starts_with("cannot read the cluster state file /nonexistent/state.json"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_or_malformed_kubeconfig_is_a_clear_error() {
+        let Err(err) = ClusterSource::from_kubeconfig(Path::new("/nonexistent/kubeconfig")).await
+        else {
+            panic!("must fail")
+        };
+        assert!(
+            err.to_string()
+                .starts_with("cannot read the kubeconfig /nonexistent/kubeconfig"),
+            "{err}"
+        );
+        let path = temp("kubeconfig-bad", "clusters: [this is not a kubeconfig");
+        let Err(err) = ClusterSource::from_kubeconfig(&path).await else {
+            panic!("must fail")
+        };
+        assert!(err.to_string().contains("kubeconfig"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
+        let fx = ApiFixture::start();
+        fx.list("/api/v1/pods", "5", vec![serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-a", "namespace": "app", "uid": "u", "resourceVersion": "5"},
+            "status": {"phase": "Running", "podIP": "10.244.1.10"}
+        })]);
+        let path = temp(
+            "kubeconfig",
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fx\n  cluster:\n    server: {}\n\
+                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: fx\n    user: u\n\
+                 current-context: c\n",
+                fx.url()
+            ),
+        );
+        let source = ClusterSource::from_kubeconfig(&path)
+            .await
+            .expect("kubeconfig");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let view = source.view();
+            if !view.stale && view.state.pods().len() == 1 {
+                assert_eq!(view.source, "api");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the kubeconfig's server was not followed"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

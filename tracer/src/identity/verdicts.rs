@@ -1,0 +1,500 @@
+//! Cluster-state verdicts: what the kernel saw, read against what the cluster says the address is.
+//!
+//! Each is a name and one plain sentence (the sentence that ended an incident):
+//! - `backend is no live pod`: nothing answered at an address no current pod has, yet an
+//!   EndpointSlice lists it or a Service's datapath sent the connect there (incident 000: a Service
+//!   map still pointing at a deleted resolver pod). Names the Service it was reached through.
+//! - `endpoint does not listen`: a RST from a Ready endpoint of a Service. Names the pod, its owner,
+//!   the Service and the selector terms that made the pod an endpoint (incident 003: a selector that
+//!   also matched worker pods with no listener).
+//! - `DNS server is no live pod`: DNS queries nobody answers, sent to an address no current pod has
+//!   (incident 004: nginx's resolver socket glued to a deleted CoreDNS pod). DNS records arrive in a
+//!   later issue; [`dns_server_is_no_live_pod`] is ready for them.
+use std::{fmt::Write as _, net::SocketAddr};
+
+use super::cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service};
+use crate::verdict::{RefusedBy, Verdict};
+
+pub const BACKEND_IS_NO_LIVE_POD: &str = "backend is no live pod";
+pub const ENDPOINT_DOES_NOT_LISTEN: &str = "endpoint does not listen";
+pub const DNS_SERVER_IS_NO_LIVE_POD: &str = "DNS server is no live pod";
+
+/// A verdict from cluster state, attached to a connect (or DNS) record next to the kernel's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterVerdict {
+    /// One of the constants above.
+    pub name: &'static str,
+    pub explanation: String,
+}
+
+/// The cluster-state verdict of a connect: `backend` is where the SYN went (the socket destination,
+/// or the backend a load balancer chose, when known), `dialed` what the application asked for.
+pub fn for_connect(
+    state: &ClusterState,
+    verdict: Verdict,
+    backend: SocketAddr,
+    dialed: Option<SocketAddr>,
+) -> Option<ClusterVerdict> {
+    match verdict {
+        Verdict::Refused { by: RefusedBy::Rst } => endpoint_does_not_listen(state, backend),
+        Verdict::Unanswered
+        | Verdict::Abandoned
+        | Verdict::TimedOut
+        | Verdict::Unreachable { .. } => backend_is_no_live_pod(state, backend, dialed)
+            .or_else(|| service_lists_no_live_pod(state, backend)),
+        _ => None,
+    }
+}
+
+/// `backend` is no current pod's address, and either an EndpointSlice lists it for a pod or the
+/// connect reached it through a Service's cluster IP (`dialed`), so it was meant to be a pod.
+pub fn backend_is_no_live_pod(
+    state: &ClusterState,
+    backend: SocketAddr,
+    dialed: Option<SocketAddr>,
+) -> Option<ClusterVerdict> {
+    let AddressIdentity::Unknown {
+        endpoint_of,
+        pod_cidr_of,
+    } = state.describe(backend.ip(), backend.port(), Proto::Tcp)
+    else {
+        return None;
+    };
+    // An endpoint written by hand (no Pod behind it) is an external backend, not a deleted pod.
+    if endpoint_of.iter().any(|r| !names_a_pod(r)) {
+        return None;
+    }
+    let through = dialed.and_then(|d| {
+        state
+            .service_by_cluster_ip(d.ip(), d.port(), Proto::Tcp)
+            .map(|(svc, _)| (svc, d))
+    });
+    let mut text = format!("No live pod has {backend}: ");
+    match (through, endpoint_of.first()) {
+        (None, None) => return None,
+        (Some((svc, d)), None) => {
+            let _ = write!(
+                text,
+                "the connect to Service {} (dialled as {d}) was sent there, yet no EndpointSlice lists \
+                 that address: the node's Service map still points at a deleted pod",
+                svc.key()
+            );
+        }
+        (through, Some(r)) => {
+            let svc = r.service.map_or_else(
+                || r.service_name.unwrap_or("(no service label)").to_string(),
+                Service::key,
+            );
+            let _ = write!(
+                text,
+                "EndpointSlice {} of Service {svc} still lists it",
+                r.slice.name
+            );
+            if let Some(t) = &r.endpoint.target_ref {
+                let _ = write!(text, " for pod {}, which no longer exists", t.name);
+            }
+            if let Some((_, d)) = through {
+                let _ = write!(text, ", and this connect reached it through {d}");
+            }
+        }
+    }
+    if let Some(node) = pod_cidr_of {
+        let _ = write!(text, " (the address is in node {}'s pod range)", node.name);
+    }
+    if let Some(old) = state
+        .pods()
+        .iter()
+        .find(|p| !p.is_current() && p.ips.contains(&backend.ip()))
+    {
+        let _ = write!(text, "; it last belonged to finished pod {}", old.key());
+    }
+    text.push_str(". The SYN goes into a black hole.");
+    Some(ClusterVerdict {
+        name: BACKEND_IS_NO_LIVE_POD,
+        explanation: text,
+    })
+}
+
+/// `vip` is a Service cluster IP (the backend was chosen after the socket, by kube-proxy's DNAT,
+/// and is not known here) and the Service lists an endpoint that no current pod has: the likely
+/// black hole among its backends.
+pub fn service_lists_no_live_pod(state: &ClusterState, vip: SocketAddr) -> Option<ClusterVerdict> {
+    let (svc, port) = state.service_by_cluster_ip(vip.ip(), vip.port(), Proto::Tcp)?;
+    let mut dead = Vec::new();
+    for slice in state.endpoint_slices() {
+        if slice.namespace != svc.namespace
+            || slice.service_name.as_deref() != Some(svc.name.as_str())
+        {
+            continue;
+        }
+        let slice_port = slice
+            .ports
+            .iter()
+            .find(|p| p.name == port.name)
+            .and_then(|p| p.port)
+            .unwrap_or(port.port);
+        for e in &slice.endpoints {
+            let gone = e.target_ref.as_ref().filter(|t| t.kind == "Pod");
+            for ip in &e.addresses {
+                if let Some(t) = gone
+                    && state.pod_by_ip(*ip).is_none()
+                {
+                    dead.push(format!(
+                        "{} (pod {}, gone)",
+                        SocketAddr::new(*ip, slice_port),
+                        t.name
+                    ));
+                }
+            }
+        }
+    }
+    if dead.is_empty() {
+        return None;
+    }
+    Some(ClusterVerdict {
+        name: BACKEND_IS_NO_LIVE_POD,
+        explanation: format!(
+            "Service {} ({vip}) balances connects to {}, which no live pod has: the connects sent there \
+             go into a black hole (the backend was chosen after this socket and is not shown).",
+            svc.key(),
+            dead.join(", ")
+        ),
+    })
+}
+
+/// A RST from `backend`, a Ready endpoint of a Service: names the pod, its owner, the Service and
+/// the selector terms that made it an endpoint.
+pub fn endpoint_does_not_listen(
+    state: &ClusterState,
+    backend: SocketAddr,
+) -> Option<ClusterVerdict> {
+    let pod = state.pod_by_ip(backend.ip())?;
+    let endpoint_of = state.endpoints_with_address(backend.ip(), Some(backend.port()));
+    let r = endpoint_of.iter().find(|r| r.endpoint.ready)?;
+    let port = backend.port();
+    let declares = pod.declared_port(port, Proto::Tcp).is_some();
+    let svc_text = r.service.map_or_else(
+        || {
+            format!(
+                "{}/{}",
+                r.slice.namespace,
+                r.service_name.unwrap_or("(no service label)")
+            )
+        },
+        Service::key,
+    );
+    let mut text = format!(
+        "Refused by pod {}{}, a Ready endpoint of Service {svc_text}",
+        pod.key(),
+        owner_suffix(pod)
+    );
+    match r.service.filter(|s| !s.selector.is_empty()) {
+        Some(svc) => {
+            let terms: Vec<String> = state
+                .selector_terms(svc, pod)
+                .iter()
+                .filter(|t| t.matched)
+                .map(|t| format!("{}={}", t.key, t.value))
+                .collect();
+            let _ = write!(
+                text,
+                ": selector {} also matches {}",
+                terms.join(","),
+                pod.name
+            );
+            if declares {
+                let _ = write!(
+                    text,
+                    ", which declares port {port} but nothing listens on it (not started yet, crashed, \
+                     or bound to another address)"
+                );
+            } else {
+                let _ = write!(text, ", which declares no port {port}");
+                let selected = state.pods_selected_by(svc);
+                let silent = selected
+                    .iter()
+                    .filter(|p| p.declared_port(port, Proto::Tcp).is_none())
+                    .count();
+                if selected.len() > 1 {
+                    let _ = write!(
+                        text,
+                        " ({silent} of the {} pods it matches declare no port {port}: about that share \
+                         of connects is refused)",
+                        selected.len()
+                    );
+                }
+            }
+        }
+        None => {
+            let _ = write!(
+                text,
+                " (EndpointSlice {} was written without a selector){}",
+                r.slice.name,
+                if declares {
+                    format!(": it declares port {port} but nothing listens on it")
+                } else {
+                    format!(": it declares no port {port}")
+                }
+            );
+        }
+    }
+    text.push('.');
+    Some(ClusterVerdict {
+        name: ENDPOINT_DOES_NOT_LISTEN,
+        explanation: text,
+    })
+}
+
+/// DNS queries to `server` went unanswered, and no current pod has its address while an
+/// EndpointSlice lists it or it sits in a node's pod range (a DNS pod that was deleted).
+/// Names the DNS pods that do exist now.
+pub fn dns_server_is_no_live_pod(
+    state: &ClusterState,
+    server: SocketAddr,
+) -> Option<ClusterVerdict> {
+    let AddressIdentity::Unknown {
+        endpoint_of,
+        pod_cidr_of,
+    } = state.describe(server.ip(), server.port(), Proto::Udp)
+    else {
+        return None;
+    };
+    let listed = endpoint_of.iter().find(|r| names_a_pod(r));
+    let held_by_old_pod = state
+        .pods()
+        .iter()
+        .any(|p| !p.is_current() && p.ips.contains(&server.ip()));
+    if listed.is_none() && pod_cidr_of.is_none() && !held_by_old_pod {
+        return None;
+    }
+    let dns = listed
+        .and_then(|r| r.service)
+        .or_else(|| state.service("kube-system", "kube-dns"));
+    let mut text = format!("No live pod has DNS server {server}");
+    if let Some(r) = listed {
+        let _ = write!(text, ": EndpointSlice {} still lists it", r.slice.name);
+        if let Some(t) = &r.endpoint.target_ref {
+            let _ = write!(text, " for pod {}, which no longer exists", t.name);
+        }
+    } else if let Some(node) = pod_cidr_of {
+        let _ = write!(
+            text,
+            ": it is in node {}'s pod range, and no current pod has it",
+            node.name
+        );
+    }
+    if let Some(svc) = dns {
+        let live: Vec<String> = state
+            .pods_selected_by(svc)
+            .iter()
+            .map(|p| {
+                let ips: Vec<String> = p.ips.iter().map(ToString::to_string).collect();
+                format!("{} ({})", p.name, ips.join(", "))
+            })
+            .collect();
+        if !live.is_empty() {
+            let _ = write!(
+                text,
+                "; Service {}'s pods now are {}",
+                svc.key(),
+                live.join(", ")
+            );
+        }
+    }
+    text.push_str(
+        ". A client that keeps one socket to a deleted DNS pod (nginx's resolver) never asks \
+         another: re-resolve through the Service, or restart the client.",
+    );
+    Some(ClusterVerdict {
+        name: DNS_SERVER_IS_NO_LIVE_POD,
+        explanation: text,
+    })
+}
+
+fn names_a_pod(r: &EndpointRef<'_>) -> bool {
+    r.endpoint
+        .target_ref
+        .as_ref()
+        .is_some_and(|t| t.kind == "Pod")
+}
+
+/// ` (Deployment webhooks-worker)`, or nothing for a pod without owner.
+pub fn owner_suffix(pod: &Pod) -> String {
+    pod.workload()
+        .map_or_else(String::new, |o| format!(" ({} {})", o.kind, o.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::identity::cluster_incidents::load;
+
+    fn at(s: &str) -> SocketAddr {
+        s.parse().expect("socket address")
+    }
+
+    #[test]
+    fn a_rst_from_a_worker_pod_selected_by_the_webhooks_service_names_pod_owner_service_and_selector()
+     {
+        let st = load("webhooks.json");
+        let v = for_connect(
+            &st,
+            Verdict::Refused { by: RefusedBy::Rst },
+            at("10.244.131.31:8080"),
+            None,
+        )
+        .expect("verdict");
+        assert_eq!(v.name, ENDPOINT_DOES_NOT_LISTEN);
+        assert_eq!(
+            v.explanation,
+            "Refused by pod app/webhooks-worker-9d9667f58-hm2vd (Deployment webhooks-worker), a Ready \
+             endpoint of Service app/webhooks: selector app=webhooks,app.kubernetes.io/component=webhooks \
+             also matches webhooks-worker-9d9667f58-hm2vd, which declares no port 8080 (2 of the 6 pods \
+             it matches declare no port 8080: about that share of connects is refused)."
+        );
+    }
+
+    #[test]
+    fn a_rst_from_a_web_pod_that_declares_the_port_says_nothing_listens() {
+        let st = load("webhooks.json");
+        let v = endpoint_does_not_listen(&st, at("10.244.131.21:8080")).expect("verdict");
+        assert!(
+            v.explanation
+                .contains("declares port 8080 but nothing listens"),
+            "{}",
+            v.explanation
+        );
+    }
+
+    #[test]
+    fn a_rst_from_an_address_that_is_no_endpoint_has_no_cluster_verdict() {
+        let st = load("webhooks.json");
+        assert_eq!(
+            endpoint_does_not_listen(&st, at("10.244.131.31:9090")),
+            None
+        );
+        assert_eq!(endpoint_does_not_listen(&st, at("93.184.216.34:443")), None);
+    }
+
+    #[test]
+    fn an_unanswered_connect_to_the_deleted_resolver_ip_is_backend_is_no_live_pod() {
+        let st = load("file-service.json");
+        let v = for_connect(
+            &st,
+            Verdict::Abandoned,
+            at("10.244.154.66:8012"),
+            Some(at("10.96.31.1:80")),
+        )
+        .expect("verdict");
+        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert_eq!(
+            v.explanation,
+            "No live pod has 10.244.154.66:8012: EndpointSlice file-service-q7w2n of Service \
+             app/file-service still lists it for pod file-resolver-5f8d7c6b4-9wz2k, which no longer \
+             exists, and this connect reached it through 10.96.31.1:80 (the address is in node node-b's \
+             pod range); it last belonged to finished pod app/files-gc-28499520-kq7zt. The SYN goes \
+             into a black hole."
+        );
+    }
+
+    #[test]
+    fn a_service_map_pointing_at_an_address_no_slice_lists_still_names_the_service() {
+        // Incident 000: the slice was rewritten to the live resolver, the datapath kept the dead one.
+        let st = load("file-service.json");
+        let v = backend_is_no_live_pod(&st, at("10.244.154.77:8012"), Some(at("10.96.31.1:80")))
+            .expect("verdict");
+        assert!(
+            v.explanation
+                .contains("Service app/file-service (dialled as 10.96.31.1:80)"),
+            "{}",
+            v.explanation
+        );
+        assert!(
+            v.explanation
+                .contains("Service map still points at a deleted pod"),
+            "{}",
+            v.explanation
+        );
+        // Without a Service in between and no slice listing it, an unknown address is not accused.
+        assert_eq!(
+            backend_is_no_live_pod(&st, at("93.184.216.34:443"), None),
+            None
+        );
+        assert_eq!(
+            backend_is_no_live_pod(&st, at("10.244.154.77:8012"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn live_pods_nodes_and_service_ips_are_not_backends_gone() {
+        let st = load("file-service.json");
+        assert_eq!(
+            for_connect(&st, Verdict::TimedOut, at("10.244.131.127:8012"), None),
+            None
+        );
+        assert_eq!(
+            for_connect(&st, Verdict::Slow, at("10.244.154.66:8012"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_black_hole_through_a_cluster_ip_names_the_dead_endpoint_the_service_balances_to() {
+        let st = load("file-service.json");
+        let v = for_connect(&st, Verdict::Unanswered, at("10.96.31.1:80"), None).expect("verdict");
+        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert!(
+            v.explanation.contains(
+                "balances connects to 10.244.154.66:8012 (pod file-resolver-5f8d7c6b4-9wz2k, gone)"
+            ),
+            "{}",
+            v.explanation
+        );
+    }
+
+    const DNS: &str = r#"{"kind":"List","items":[
+      {"kind":"Node","metadata":{"name":"node-a"},"spec":{"podCIDR":"10.244.1.0/24"}},
+      {"kind":"Service","metadata":{"name":"kube-dns","namespace":"kube-system"},
+       "spec":{"clusterIP":"10.96.0.10","selector":{"k8s-app":"kube-dns"},
+               "ports":[{"name":"dns","port":53,"protocol":"UDP"}]}},
+      {"kind":"Pod","metadata":{"name":"coredns-5d78c9869d-r2xkq","namespace":"kube-system","uid":"u1",
+        "labels":{"k8s-app":"kube-dns"}},"status":{"phase":"Running","podIP":"10.244.1.9"}},
+      {"kind":"EndpointSlice","metadata":{"name":"kube-dns-abcde","namespace":"kube-system",
+        "labels":{"kubernetes.io/service-name":"kube-dns"}},"addressType":"IPv4",
+       "ports":[{"name":"dns","port":53,"protocol":"UDP"}],
+       "endpoints":[{"addresses":["10.244.1.7"],"conditions":{"ready":true},
+                     "targetRef":{"kind":"Pod","name":"coredns-5d78c9869d-8fz4w","namespace":"kube-system"}},
+                    {"addresses":["10.244.1.9"],"conditions":{"ready":true},
+                     "targetRef":{"kind":"Pod","name":"coredns-5d78c9869d-r2xkq","namespace":"kube-system"}}]}
+    ]}"#;
+
+    #[test]
+    fn unanswered_dns_to_a_deleted_coredns_pod_names_the_live_ones() {
+        let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
+        let v = dns_server_is_no_live_pod(&st, at("10.244.1.7:53")).expect("verdict");
+        assert_eq!(v.name, DNS_SERVER_IS_NO_LIVE_POD);
+        assert!(v.explanation.starts_with(
+            "No live pod has DNS server 10.244.1.7:53: EndpointSlice kube-dns-abcde still lists it for pod \
+             coredns-5d78c9869d-8fz4w, which no longer exists; Service kube-system/kube-dns's pods now are \
+             coredns-5d78c9869d-r2xkq (10.244.1.9)."
+        ), "{}", v.explanation);
+        // A deleted DNS pod no slice lists any more: still in a pod range, still no pod.
+        let v = dns_server_is_no_live_pod(&st, at("10.244.1.8:53")).expect("verdict");
+        assert!(
+            v.explanation.contains("node node-a's pod range"),
+            "{}",
+            v.explanation
+        );
+    }
+
+    #[test]
+    fn dns_to_a_live_pod_the_service_ip_or_outside_the_cluster_is_no_verdict() {
+        let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
+        assert_eq!(dns_server_is_no_live_pod(&st, at("10.244.1.9:53")), None);
+        assert_eq!(dns_server_is_no_live_pod(&st, at("10.96.0.10:53")), None);
+        assert_eq!(dns_server_is_no_live_pod(&st, at("8.8.8.8:53")), None);
+    }
+}
