@@ -47,6 +47,17 @@ pub struct TraceArgs {
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
+    /// Name pods, Services and nodes from this file, written by
+    /// `kubectl get pods,services,endpointslices,nodes -A -o json` (for nodes without API access).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "in_cluster"])]
+    pub cluster_state: Option<PathBuf>,
+    /// Name pods, Services and nodes live: list and watch them through the Kubernetes API with this
+    /// kubeconfig's current context.
+    #[arg(long, value_name = "FILE", conflicts_with = "in_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Like --kubeconfig, with the service account of the pod the tracer runs in.
+    #[arg(long)]
+    pub in_cluster: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

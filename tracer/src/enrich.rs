@@ -1,5 +1,5 @@
 //! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names)
-//! -> the record users read.
+//! -> the record users read. Pod, Service and node names come from `identity/`.
 use std::net::{IpAddr, SocketAddr};
 
 use tracer_common::FLAG_DIALED_KNOWN;
@@ -8,6 +8,7 @@ use crate::{
     clock::{KernelClock, rfc3339},
     decode::{comm_to_string, ip_from_kernel},
     flows::Flow,
+    identity::Identities,
     netns::NetnsNames,
     record::ConnectRecord,
     verdict::errno_name,
@@ -16,6 +17,7 @@ use crate::{
 pub struct Enricher {
     pub clock: KernelClock,
     pub netns: NetnsNames,
+    pub identities: Identities,
 }
 
 /// Socket destination, and the dialled one when known and different.
@@ -58,6 +60,7 @@ impl Enricher {
             netns_cookie: a.netns_cookie,
             flow: format!("{:x}-{:x}", a.sock, a.start_ns),
             explanation: flow.verdict.explain(&shown_dst, a.syn_count, waited),
+            identity: self.identities.connect(a.cgroup_id, src, dst, dialed, flow.verdict),
         }
     }
 }

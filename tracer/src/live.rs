@@ -17,6 +17,7 @@ use crate::{
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
+    identity::{Identities, source::ClusterSource},
     kernel::KernelSide,
     netns::{self, NetnsNames},
     record::{Dropped, HealthyRecord, Record, StatsRecord},
@@ -33,6 +34,7 @@ enum Stop {
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
+    let identities = identities(&args).await?;
     let filter = KernelFilter { netns_cookie: netns.as_ref().map_or(0, |n| n.cookie) };
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
@@ -49,7 +51,7 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     let mut kernel = KernelSide::load(filter)?;
     let mut pipeline = Pipeline {
         flows: FlowTable::default(),
-        enricher: Enricher { clock: KernelClock::new(), netns: NetnsNames::new() },
+        enricher: Enricher { clock: KernelClock::new(), netns: NetnsNames::new(), identities },
         filter: DestinationFilter { cidrs: args.dst.clone(), ports: args.port.clone() },
         events: 0,
         decode_errors: 0,
@@ -178,6 +180,10 @@ impl Pipeline {
                 netns_cookie: endpoint.netns_cookie,
                 established: stats.established,
                 mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
+                identity: self.enricher.identities.healthy(
+                    stats.cgroup_id,
+                    std::net::SocketAddr::new(ip, endpoint.port),
+                ),
             }));
         }
         records
@@ -210,6 +216,21 @@ impl Pipeline {
             self.reported_drops = total;
         }
     }
+}
+
+/// Cluster state from the file or the API the options name (errors here stop the tracer before it
+/// attaches; an unreachable API does not: names are marked stale), and cgroup paths.
+async fn identities(args: &TraceArgs) -> anyhow::Result<Identities> {
+    let cluster = if let Some(path) = &args.cluster_state {
+        Some(ClusterSource::from_file(path)?)
+    } else if let Some(path) = &args.kubeconfig {
+        Some(ClusterSource::from_kubeconfig(path).await?)
+    } else if args.in_cluster {
+        Some(ClusterSource::in_cluster()?)
+    } else {
+        None
+    };
+    Ok(Identities::new(crate::kernel::preflight::cgroup2_root().ok(), cluster))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

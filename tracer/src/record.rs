@@ -52,6 +52,9 @@ pub struct ConnectRecord {
     /// Stable id of the attempt, shared by its live updates and its final record.
     pub flow: String,
     pub explanation: String,
+    /// Pod, Service and node names, the cluster-state verdict (all optional; see `identity/fields.rs`).
+    #[serde(flatten)]
+    pub identity: crate::identity::Identity,
 }
 
 /// Connects from one process to one destination answered on their first SYN, since the previous
@@ -68,6 +71,9 @@ pub struct HealthyRecord {
     pub netns_cookie: u64,
     pub established: u64,
     pub mean_syn_sent_ms: f64,
+    /// Pod, Service and node names (all optional; see `identity/fields.rs`).
+    #[serde(flatten)]
+    pub identity: crate::identity::Identity,
 }
 
 /// Tracer health: totals since start, and everything that was lost.

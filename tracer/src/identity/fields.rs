@@ -74,3 +74,72 @@ pub struct Identity {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub identity_stale: bool,
 }
+
+impl Identity {
+    /// One line for text mode: `pod app/web-1 (Deployment/web) -> pod app/worker-2 (Deployment/worker,
+    /// node-b, ready) of Service app/webhooks`; `None` when nothing is named.
+    pub fn summary(&self) -> Option<String> {
+        let src = match (&self.src_pod, &self.src_container) {
+            (Some(pod), _) => Some(format!(
+                "pod {}{}",
+                qualified(self.src_namespace.as_ref(), pod),
+                paren(&[self.src_owner.clone()])
+            )),
+            (None, Some(container)) => Some(format!("container {container}")),
+            (None, None) => None,
+        };
+        let ready = |r: Option<bool>| r.map(|r| if r { "ready" } else { "not ready" }.to_string());
+        let mut dst = match (&self.dst_pod, &self.dst_service, &self.dst_node) {
+            (Some(pod), service, _) => {
+                let mut s = format!(
+                    "pod {}{}",
+                    qualified(self.dst_namespace.as_ref(), pod),
+                    paren(&[self.dst_owner.clone(), self.dst_node.clone(), ready(self.dst_ready)])
+                );
+                if let Some(service) = service {
+                    s.push_str(&format!(" of Service {service}"));
+                }
+                Some(s)
+            }
+            (None, Some(service), _) => Some(format!(
+                "Service {service}{}",
+                self.dst_port_name.as_ref().map_or_else(String::new, |p| format!(" port {p}"))
+            )),
+            (None, None, Some(node)) => Some(format!("node {node}")),
+            (None, None, None) => None,
+        };
+        if let Some(backend) = &self.backend_pod {
+            let b = format!(
+                "backend pod {}{}",
+                qualified(self.backend_namespace.as_ref(), backend),
+                paren(&[self.backend_node.clone(), ready(self.backend_ready)])
+            );
+            dst = Some(dst.map_or(b.clone(), |d| format!("{d}, {b}")));
+        }
+        if src.is_none() && dst.is_none() {
+            return None;
+        }
+        let mut line = format!(
+            "{} -> {}",
+            src.as_deref().unwrap_or("?"),
+            dst.as_deref().unwrap_or("?")
+        );
+        if self.identity_stale {
+            line.push_str(&format!(
+                " [names stale: {}s old, Kubernetes API unreachable]",
+                self.identity_age_s.unwrap_or(0)
+            ));
+        }
+        Some(line)
+    }
+}
+
+fn qualified(namespace: Option<&String>, name: &str) -> String {
+    namespace.map_or_else(|| name.to_string(), |ns| format!("{ns}/{name}"))
+}
+
+/// ` (a, b)` from the parts that are known, or nothing.
+fn paren(parts: &[Option<String>]) -> String {
+    let known: Vec<&str> = parts.iter().flatten().map(String::as_str).collect();
+    if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) }
+}

@@ -1,7 +1,10 @@
-//! Plain text that reads like `conntrack -E`, verdict first:
+//! Plain text that reads like `conntrack -E`, verdict first; then, when known, the names of both
+//! ends, the explanation, and a cluster-state verdict:
 //! ```text
-//! [ABANDONED]   tcp 10.231.1.1:40522 -> 10.231.1.2:9 syns=3 3.0s pid=4242 comm=curl netns=tb-c
-//!               The application gave up after 3.0s and 3 SYNs with no answer from 10.231.1.2:9: ...
+//! [REFUSED rst] tcp 10.244.131.21:40522 -> 10.244.154.32:8080 syns=1 0ms pid=4242 comm=curl netns=cni-3f2a
+//!               pod app/web-1 (Deployment/web) -> pod app/worker-2 (Deployment/worker, node-b, ready) of Service app/webhooks
+//!               10.244.154.32:8080 answered with a RST: the host is up but nothing listens on that port.
+//!               [ENDPOINT DOES NOT LISTEN] Refused by pod app/worker-2 (Deployment worker), a Ready endpoint of ...
 //! ```
 use std::io::{self, Write};
 
@@ -35,16 +38,31 @@ impl<W: Write> Sink for TextSink<W> {
                     "{tag:<20} tcp {} -> {dst} syns={} {}ms pid={} comm={} netns={}",
                     c.src, c.syns, c.syn_sent_ms, c.pid, c.comm, c.netns
                 )?;
+                if let Some(names) = c.identity.summary() {
+                    writeln!(self.out, "{:<20} {names}", "")?;
+                }
                 if c.is_final {
                     writeln!(self.out, "{:<20} {}", "", c.explanation)?;
                 }
+                // Once per attempt while it is live (its first retransmit), and at its end.
+                if let (Some(verdict), Some(why)) = (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
+                    && (c.is_final || c.syns == 2)
+                {
+                    writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
+                }
                 Ok(())
             }
-            Record::Healthy(h) => writeln!(
-                self.out,
-                "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
-                "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
-            ),
+            Record::Healthy(h) => {
+                writeln!(
+                    self.out,
+                    "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
+                    "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
+                )?;
+                match h.identity.summary() {
+                    Some(names) => writeln!(self.out, "{:<20} {names}", ""),
+                    None => Ok(()),
+                }
+            }
             Record::Stats(s) => {
                 let lost = s.dropped.total();
                 if lost == 0 && !s.is_final {
@@ -61,5 +79,79 @@ impl<W: Write> Sink for TextSink<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{identity::Identity, record::ConnectRecord};
+
+    pub fn refused_by_worker() -> ConnectRecord {
+        ConnectRecord {
+            time: "2026-11-30T16:40:02.118Z".into(),
+            verdict: "refused".into(),
+            cause: Some("rst".into()),
+            is_final: true,
+            src: "10.244.131.21:40522".into(),
+            dst: "10.244.154.32:8080".into(),
+            dialed: None,
+            syns: 1,
+            syn_sent_ms: 0,
+            errno: Some("ECONNREFUSED".into()),
+            pid: 4242,
+            tid: 4242,
+            comm: "curl".into(),
+            cgroup_id: 77,
+            netns: "cni-3f2a".into(),
+            netns_cookie: 4097,
+            flow: "f-1".into(),
+            explanation: "10.244.154.32:8080 answered with a RST: the host is up but nothing listens on that port.".into(),
+            identity: Identity {
+                src_pod: Some("web-1".into()),
+                src_namespace: Some("app".into()),
+                src_owner: Some("Deployment/web".into()),
+                dst_pod: Some("worker-2".into()),
+                dst_namespace: Some("app".into()),
+                dst_owner: Some("Deployment/worker".into()),
+                dst_node: Some("node-b".into()),
+                dst_ready: Some(true),
+                dst_service: Some("app/webhooks".into()),
+                dst_endpoint_of: vec!["app/webhooks".into()],
+                cluster_verdict: Some("endpoint does not listen".into()),
+                cluster_explanation: Some("Refused by pod app/worker-2 (Deployment worker), ...".into()),
+                identity_source: Some("api".into()),
+                identity_age_s: Some(42),
+                identity_stale: true,
+                ..Identity::default()
+            },
+        }
+    }
+
+    #[test]
+    fn names_and_the_cluster_verdict_follow_the_flow_line() {
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&Record::Connect(refused_by_worker())).expect("write");
+        let text = String::from_utf8(sink.out).expect("utf8");
+        let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+        assert_eq!(
+            lines,
+            [
+                "[REFUSED rst]        tcp 10.244.131.21:40522 -> 10.244.154.32:8080 syns=1 0ms pid=4242 comm=curl netns=cni-3f2a",
+                "pod app/web-1 (Deployment/web) -> pod app/worker-2 (Deployment/worker, node-b, ready) of Service \
+                 app/webhooks [names stale: 42s old, Kubernetes API unreachable]",
+                "10.244.154.32:8080 answered with a RST: the host is up but nothing listens on that port.",
+                "[ENDPOINT DOES NOT LISTEN] Refused by pod app/worker-2 (Deployment worker), ...",
+            ]
+        );
+    }
+
+    #[test]
+    fn without_names_the_output_is_as_before() {
+        let mut record = refused_by_worker();
+        record.identity = Identity::default();
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&Record::Connect(record)).expect("write");
+        assert_eq!(String::from_utf8(sink.out).expect("utf8").lines().count(), 2);
     }
 }
