@@ -1,4 +1,4 @@
-//! Kernel timestamps (`bpf_ktime_get_ns`, CLOCK_MONOTONIC) -> wall-clock time for records.
+//! Kernel timestamps (`bpf_ktime_get_ns`, `CLOCK_MONOTONIC`) -> wall-clock time for records.
 use std::time::{Duration, SystemTime};
 
 #[derive(Clone, Copy, Debug)]
@@ -18,12 +18,12 @@ impl KernelClock {
     }
 }
 
-/// The kernel's CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
+/// The kernel's `CLOCK_MONOTONIC`, the clock of `bpf_ktime_get_ns`.
 pub fn monotonic_now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    ts.tv_sec.cast_unsigned() * 1_000_000_000 + ts.tv_nsec.cast_unsigned()
 }
 
 /// RFC 3339 UTC with milliseconds, as in every record's `time`.

@@ -79,7 +79,7 @@ mod tests {
 
     fn bytes_of<T: aya::Pod>(value: &T) -> Vec<u8> {
         // SAFETY: T is Pod; viewing it as bytes is sound.
-        unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }
+        unsafe { std::slice::from_raw_parts(std::ptr::from_ref(value).cast::<u8>(), size_of::<T>()) }
             .to_vec()
     }
 

@@ -12,7 +12,7 @@ use tracer_common::{Attempt, FLAG_ANSWERED, FLAG_RST_RECEIVED};
 use crate::{decode::KernelEvent, verdict::Verdict};
 
 /// Longer than the kernel's own SYN give-up time (about 2 minutes with `tcp_syn_retries=6`).
-pub const OPEN_FLOW_TTL: Duration = Duration::from_secs(300);
+pub const OPEN_FLOW_TTL: Duration = Duration::from_mins(5);
 
 /// One connect attempt, as of its latest event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -160,6 +160,7 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
 }
 
 impl Pipeline {
+    #[allow(clippy::cast_precision_loss, reason = "a mean in ms: totals stay far below 2^52 ns")]
     fn healthy_records(&mut self, kernel: &mut KernelSide) -> Vec<Record> {
         let time = rfc3339(std::time::SystemTime::now());
         let mut records = Vec::new();
@@ -212,7 +213,7 @@ impl Pipeline {
     fn warn_on_new_drops(&mut self, dropped: &Dropped) {
         let total = dropped.total();
         if total > self.reported_drops {
-            eprintln!("tracer: warning: {} events dropped so far: {dropped:?}", total);
+            eprintln!("tracer: warning: {total} events dropped so far: {dropped:?}");
             self.reported_drops = total;
         }
     }

@@ -91,6 +91,7 @@ impl Verdict {
     }
 
     /// How bad it is, for ranking: black holes first, then refusals, then slowness.
+    #[allow(dead_code, reason = "ranking for the TUI, built on another branch")]
     pub fn severity(self) -> u8 {
         match self {
             Verdict::Unanswered | Verdict::TimedOut | Verdict::Abandoned => 5,

@@ -97,6 +97,10 @@ pub struct ContainerRef {
 ///
 /// A `/proc/PID/cgroup` line (`hierarchy:controllers:path`) is also accepted;
 /// the prefix is stripped. Returns `None` if no container id is found.
+#[expect(
+    clippy::single_match_else,
+    reason = "two layouts side by side: with a pod segment, without"
+)]
 pub fn parse_cgroup_path(path: &str) -> Option<ContainerRef> {
     let path = strip_proc_prefix(path.trim());
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -160,6 +164,13 @@ pub fn parse_cgroup_path(path: &str) -> Option<ContainerRef> {
 ///
 /// Every line is tried; the first result that names a pod wins, otherwise the
 /// first container found. Returns `None` for host processes.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "for pids without a cgroup id (a later /proc fallback)"
+    )
+)]
 pub fn parse_proc_cgroup(contents: &str) -> Option<ContainerRef> {
     let mut fallback = None;
     for line in contents.lines() {
@@ -306,7 +317,7 @@ fn normalize_uid(raw: &str) -> Option<String> {
         })
         .collect();
     let b = uid.as_bytes();
-    let hex = |r: std::ops::Range<usize>| b[r].iter().all(|c| c.is_ascii_hexdigit());
+    let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
     let is_uuid = b.len() == 36
         && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
         && hex(0..8)
@@ -319,6 +330,7 @@ fn normalize_uid(raw: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "test assertions")]
 mod tests {
     use super::*;
 

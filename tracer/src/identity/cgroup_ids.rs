@@ -114,7 +114,7 @@ mod tests {
     fn misses_rescan_at_most_once_per_interval() {
         let root = std::env::temp_dir().join(format!("tracer-cgroup-rate-{}", std::process::id()));
         fs::create_dir_all(&root).expect("mkdir");
-        let mut paths = CgroupPaths::new(Some(root.clone()), Duration::from_secs(3600));
+        let mut paths = CgroupPaths::new(Some(root.clone()), Duration::from_hours(1));
         assert_eq!(paths.path(u64::MAX), None);
         let late = root.join("late");
         fs::create_dir_all(&late).expect("mkdir");

@@ -3,7 +3,7 @@
 //! (a) "webhooks": a Service selector that also matched a worker Deployment
 //! whose pods do not listen on the Service port;
 //! (b) "file-service": an EndpointSlice still pointing at a deleted pod's IP.
-#![allow(clippy::unwrap_used, reason = "tests")]
+#![expect(clippy::unwrap_used, reason = "test assertions")]
 
 use std::net::IpAddr;
 
@@ -191,7 +191,7 @@ fn webhooks_selector_matches_workers_too() {
         .map(|p| p.name.as_str())
         .collect();
     let mut expected: Vec<&str> = WEB.iter().chain(&WORKERS).map(|p| p.0).collect();
-    expected.sort();
+    expected.sort_unstable();
     assert_eq!(selected, expected);
 
     // kube-proxy is in another namespace and has other labels.

@@ -1,8 +1,14 @@
 //! The identity fields records carry (flattened into `connect` and `healthy` JSON lines). All are
 //! optional: absent when unknown, so a plain host without Kubernetes gets only `src_cgroup`.
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[expect(
+    clippy::struct_field_names,
+    reason = "`identity_*` are the JSON keys, flattened into records"
+)]
 pub struct Identity {
     /// The connecting pod (from the cgroup of the process, else from the source address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,7 +89,7 @@ impl Identity {
             (Some(pod), _) => Some(format!(
                 "pod {}{}",
                 qualified(self.src_namespace.as_ref(), pod),
-                paren(&[self.src_owner.clone()])
+                paren(std::slice::from_ref(&self.src_owner))
             )),
             (None, Some(container)) => Some(format!("container {container}")),
             (None, None) => None,
@@ -94,16 +100,23 @@ impl Identity {
                 let mut s = format!(
                     "pod {}{}",
                     qualified(self.dst_namespace.as_ref(), pod),
-                    paren(&[self.dst_owner.clone(), self.dst_node.clone(), ready(self.dst_ready)])
+                    paren(&[
+                        self.dst_owner.clone(),
+                        self.dst_node.clone(),
+                        ready(self.dst_ready)
+                    ])
                 );
                 if let Some(service) = service {
-                    s.push_str(&format!(" of Service {service}"));
+                    s.push_str(" of Service ");
+                    s.push_str(service);
                 }
                 Some(s)
             }
             (None, Some(service), _) => Some(format!(
                 "Service {service}{}",
-                self.dst_port_name.as_ref().map_or_else(String::new, |p| format!(" port {p}"))
+                self.dst_port_name
+                    .as_ref()
+                    .map_or_else(String::new, |p| format!(" port {p}"))
             )),
             (None, None, Some(node)) => Some(format!("node {node}")),
             (None, None, None) => None,
@@ -125,10 +138,11 @@ impl Identity {
             dst.as_deref().unwrap_or("?")
         );
         if self.identity_stale {
-            line.push_str(&format!(
-                " [names stale: {}s old, Kubernetes API unreachable]",
-                self.identity_age_s.unwrap_or(0)
-            ));
+            let age = self.identity_age_s.unwrap_or(0);
+            let _ = write!(
+                line,
+                " [names stale: {age}s old, Kubernetes API unreachable]"
+            );
         }
         Some(line)
     }
@@ -141,5 +155,9 @@ fn qualified(namespace: Option<&String>, name: &str) -> String {
 /// ` (a, b)` from the parts that are known, or nothing.
 fn paren(parts: &[Option<String>]) -> String {
     let known: Vec<&str> = parts.iter().flatten().map(String::as_str).collect();
-    if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) }
+    if known.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", known.join(", "))
+    }
 }

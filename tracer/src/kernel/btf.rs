@@ -97,7 +97,7 @@ pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, Btf
 mod tests {
     use super::*;
 
-    /// A BTF blob with: int "int"; struct "sock" { int a; int sk_err; }.
+    /// A BTF blob with: int "int"; struct "sock" `{ int a; int sk_err; }`.
     fn tiny_btf() -> Vec<u8> {
         let strings = b"\0int\0sock\0a\0sk_err\0";
         let mut types = Vec::new();

@@ -4,7 +4,7 @@
 //! - `connect`: a TCP connect attempt that needs attention. `verdict` is one of `unanswered` (live,
 //!   `final: false`, re-sent at each SYN retransmit), `slow`, `refused` (`cause`: `rst` | `icmp`),
 //!   `unreachable` (`cause`: `host` | `network`), `timed_out`, `abandoned`, `failed` (`cause`: errno).
-//!   `src`, `dst`, `dialed` (the address the app passed to connect(), when it differs), `syns`,
+//!   `src`, `dst`, `dialed` (the address the app passed to `connect()`, when it differs), `syns`,
 //!   `syn_sent_ms`, `errno`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`, `flow` (id shared
 //!   by an attempt's live updates and its end), `explanation` (one sentence).
 //!   Identity fields, each present only when known (`identity/fields.rs`):

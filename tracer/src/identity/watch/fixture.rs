@@ -181,7 +181,6 @@ fn serve(conn: TcpStream, script: &Mutex<Script>, stop: &AtomicBool) {
         };
         queue.get_mut(path).and_then(VecDeque::pop_front)
     };
-    let mut out = conn;
     let reply = reply.unwrap_or(if is_watch {
         Reply::Watch {
             events: Vec::new(),
@@ -193,6 +192,11 @@ fn serve(conn: TcpStream, script: &Mutex<Script>, stop: &AtomicBool) {
             items: Vec::new(),
         }
     });
+    respond(conn, reply, stop);
+}
+
+/// Writes one scripted reply (HTTP/1.1, `Connection: close`).
+fn respond(mut out: TcpStream, reply: Reply, stop: &AtomicBool) {
     match reply {
         Reply::List {
             resource_version,
