@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -396,10 +396,10 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                eprintln!("testbed: listener thread for {} panicked", self.addr);
-            }
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            eprintln!("testbed: listener thread for {} panicked", self.addr);
         }
     }
 }

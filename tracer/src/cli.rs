@@ -44,6 +44,11 @@ pub struct TraceArgs {
     /// How often to report healthy-connect counts and tracer stats.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub stats_interval: Duration,
+    /// Most connect attempts followed at once in the kernel (its memory bound). Attempts beyond it
+    /// are counted as dropped.
+    #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub max_attempts: u32,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
@@ -58,7 +63,9 @@ pub enum Format {
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("'{s}' must be a positive number of seconds"));
     }

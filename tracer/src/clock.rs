@@ -1,4 +1,4 @@
-//! Kernel timestamps (`bpf_ktime_get_ns`, CLOCK_MONOTONIC) -> wall-clock time for records.
+//! Kernel timestamps (`bpf_ktime_get_ns`, `CLOCK_MONOTONIC`) -> wall-clock time for records.
 use std::time::{Duration, SystemTime};
 
 #[derive(Clone, Copy, Debug)]
@@ -10,7 +10,9 @@ pub struct KernelClock {
 impl KernelClock {
     pub fn new() -> KernelClock {
         let mono = monotonic_now_ns();
-        KernelClock { boot: SystemTime::now() - Duration::from_nanos(mono) }
+        KernelClock {
+            boot: SystemTime::now() - Duration::from_nanos(mono),
+        }
     }
 
     pub fn wall(self, ktime_ns: u64) -> SystemTime {
@@ -18,12 +20,15 @@ impl KernelClock {
     }
 }
 
-/// The kernel's CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`.
+/// The kernel's `CLOCK_MONOTONIC`, the clock of `bpf_ktime_get_ns`.
 pub fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 /// RFC 3339 UTC with milliseconds, as in every record's `time`.

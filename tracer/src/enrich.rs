@@ -22,7 +22,10 @@ pub struct Enricher {
 pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
     let a = &flow.attempt;
     let unspecified = IpAddr::from([0u8; 4]);
-    let dst = SocketAddr::new(ip_from_kernel(a.family, a.daddr).unwrap_or(unspecified), a.dport);
+    let dst = SocketAddr::new(
+        ip_from_kernel(a.family, a.daddr).unwrap_or(unspecified),
+        a.dport,
+    );
     let dialed = (a.flags & FLAG_DIALED_KNOWN != 0)
         .then(|| ip_from_kernel(a.family, a.dialed_addr))
         .flatten()
@@ -36,7 +39,10 @@ impl Enricher {
         let a = &flow.attempt;
         let (dst, dialed) = destinations(flow);
         let unspecified = IpAddr::from([0u8; 4]);
-        let src = SocketAddr::new(ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified), a.sport);
+        let src = SocketAddr::new(
+            ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified),
+            a.sport,
+        );
         let waited = flow.syn_sent_for();
         let shown_dst = dialed.map_or_else(|| dst.to_string(), |d| format!("{d} (backend {dst})"));
         ConnectRecord {

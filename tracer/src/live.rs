@@ -32,11 +32,16 @@ enum Stop {
 }
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
+    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
+    let signals = Signals::install()?;
     let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
-    let filter = KernelFilter { netns_cookie: netns.as_ref().map_or(0, |n| n.cookie) };
+    let filter = KernelFilter {
+        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+    };
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
-            File::create(path).with_context(|| format!("creating output file {}", path.display()))?,
+            File::create(path)
+                .with_context(|| format!("creating output file {}", path.display()))?,
         ),
         None => Box::new(io::stdout().lock()),
     };
@@ -46,21 +51,30 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         Format::Text => Box::new(TextSink::new(out)),
     };
 
-    let mut kernel = KernelSide::load(filter)?;
+    let mut kernel = KernelSide::load(filter, args.max_attempts)?;
     let mut pipeline = Pipeline {
         flows: FlowTable::default(),
-        enricher: Enricher { clock: KernelClock::new(), netns: NetnsNames::new() },
-        filter: DestinationFilter { cidrs: args.dst.clone(), ports: args.port.clone() },
+        enricher: Enricher {
+            clock: KernelClock::new(),
+            netns: NetnsNames::new(),
+        },
+        filter: DestinationFilter {
+            cidrs: args.dst.clone(),
+            ports: args.port.clone(),
+        },
         events: 0,
         decode_errors: 0,
         reported_drops: 0,
     };
     eprintln!(
         "tracer: attached; following TCP connects in {} (Ctrl-C to stop)",
-        netns.as_ref().map_or_else(|| "every network namespace".to_string(), |n| format!("netns {}", n.name))
+        netns.as_ref().map_or_else(
+            || "every network namespace".to_string(),
+            |n| format!("netns {}", n.name)
+        )
     );
 
-    let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args).await;
+    let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args, signals).await;
     let stop = match stop {
         Err(e) if is_broken_pipe(&e) => Stop::BrokenPipe,
         other => other?,
@@ -90,9 +104,8 @@ async fn event_loop(
     pipeline: &mut Pipeline,
     sink: &mut dyn Sink,
     args: &TraceArgs,
+    mut signals: Signals,
 ) -> anyhow::Result<Stop> {
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
@@ -100,8 +113,8 @@ async fn event_loop(
     loop {
         tokio::select! {
             biased;
-            _ = sigint.recv() => return Ok(Stop::Signal),
-            _ = sigterm.recv() => return Ok(Stop::Signal),
+            _ = signals.interrupt.recv() => return Ok(Stop::Signal),
+            _ = signals.terminate.recv() => return Ok(Stop::Signal),
             () = &mut deadline => return Ok(Stop::Duration),
             guard = kernel.ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
@@ -121,6 +134,21 @@ async fn event_loop(
                 sink.flush()?;
             }
         }
+    }
+}
+
+/// Ctrl-C and SIGTERM end the loop; the programs detach when `KernelSide` drops.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
     }
 }
 
@@ -158,12 +186,18 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
 }
 
 impl Pipeline {
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a mean in milliseconds needs no 64-bit precision"
+    )]
     fn healthy_records(&mut self, kernel: &mut KernelSide) -> Vec<Record> {
         let time = rfc3339(std::time::SystemTime::now());
         let mut records = Vec::new();
         for (key, stats) in kernel.healthy.deltas() {
             let endpoint = key.dst;
-            let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else { continue };
+            let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else {
+                continue;
+            };
             if !self.filter.matches(&[(ip, endpoint.port)]) {
                 continue;
             }
@@ -206,14 +240,15 @@ impl Pipeline {
     fn warn_on_new_drops(&mut self, dropped: &Dropped) {
         let total = dropped.total();
         if total > self.reported_drops {
-            eprintln!("tracer: warning: {} events dropped so far: {dropped:?}", total);
+            eprintln!("tracer: warning: {total} events dropped so far: {dropped:?}");
             self.reported_drops = total;
         }
     }
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
 fn ignore_broken_pipe(r: io::Result<()>) -> io::Result<()> {

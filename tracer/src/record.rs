@@ -121,7 +121,10 @@ mod tests {
     fn lines_round_trip_through_json() {
         let line = Line {
             schema: SCHEMA_VERSION,
-            record: Record::Stats(StatsRecord { attempts: 3, ..StatsRecord::default() }),
+            record: Record::Stats(StatsRecord {
+                attempts: 3,
+                ..StatsRecord::default()
+            }),
         };
         let text = serde_json::to_string(&line).expect("serialize");
         assert!(text.starts_with(r#"{"schema":1,"kind":"stats","#), "{text}");

@@ -34,13 +34,14 @@ static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 
 impl KernelSide {
     /// Must run inside a tokio runtime (the ring buffer is registered with its reactor).
-    pub fn load(filter: KernelFilter) -> anyhow::Result<KernelSide> {
+    pub fn load(filter: KernelFilter, max_attempts: u32) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let cgroup_root = preflight::check(&paths)?;
         let sock_offsets = sock_offsets(&paths.btf)?;
         let mut ebpf = EbpfLoader::new()
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
+            .map_max_entries("ATTEMPTS", max_attempts)
             .load(PROGRAMS)
             .context("loading the eBPF object (maps and programs)")?;
 
@@ -65,7 +66,9 @@ impl KernelSide {
             .program_mut("inet_sk_error_report")
             .ok_or_else(|| anyhow!("program inet_sk_error_report missing from the eBPF object"))?
             .try_into()?;
-        program.load().map_err(|e| load_error("inet_sk_error_report", e))?;
+        program
+            .load()
+            .map_err(|e| load_error("inet_sk_error_report", e))?;
         program
             .attach("inet_sk_error_report")
             .context("attaching raw tracepoint inet_sk_error_report")?;
@@ -77,7 +80,12 @@ impl KernelSide {
             .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
         let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
-        Ok(KernelSide { _ebpf: ebpf, ring, counters, healthy })
+        Ok(KernelSide {
+            _ebpf: ebpf,
+            ring,
+            counters,
+            healthy,
+        })
     }
 }
 
@@ -98,7 +106,8 @@ fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
-    ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+    ebpf.take_map(name)
+        .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
 }
 
 fn attach_cgroup(
@@ -116,13 +125,22 @@ fn attach_cgroup(
     program
         .attach(cgroup, CgroupAttachMode::AllowMultiple)
         .or_else(|_| program.attach(cgroup, CgroupAttachMode::Single))
-        .with_context(|| format!("attaching {name} to the cgroup v2 root {}", cgroup_root.display()))?;
+        .with_context(|| {
+            format!(
+                "attaching {name} to the cgroup v2 root {}",
+                cgroup_root.display()
+            )
+        })?;
     Ok(())
 }
 
 /// A verifier rejection becomes one sentence; the log goes to a file for whoever wants it.
 fn load_error(name: &str, error: ProgramError) -> anyhow::Error {
-    if let ProgramError::LoadError { io_error, verifier_log } = &error {
+    if let ProgramError::LoadError {
+        io_error,
+        verifier_log,
+    } = &error
+    {
         let log_path = PathBuf::from(format!("/tmp/tracer-verifier-{name}.log"));
         let saved = std::fs::write(&log_path, verifier_log.to_string()).is_ok();
         return anyhow!(

@@ -4,7 +4,7 @@
 //! - `connect`: a TCP connect attempt that needs attention. `verdict` is one of `unanswered` (live,
 //!   `final: false`, re-sent at each SYN retransmit), `slow`, `refused` (`cause`: `rst` | `icmp`),
 //!   `unreachable` (`cause`: `host` | `network`), `timed_out`, `abandoned`, `failed` (`cause`: errno).
-//!   `src`, `dst`, `dialed` (the address the app passed to connect(), when it differs), `syns`,
+//!   `src`, `dst`, `dialed` (the address the app passed to `connect()`, when it differs), `syns`,
 //!   `syn_sent_ms`, `errno`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`, `flow` (id shared
 //!   by an attempt's live updates and its end), `explanation` (one sentence).
 //! - `healthy`: per destination and process, connects answered on the first SYN since the last such
@@ -35,7 +35,10 @@ impl<W: Write> JsonSink<W> {
 
 impl<W: Write> Sink for JsonSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        let line = Line { schema: SCHEMA_VERSION, record: record.clone() };
+        let line = Line {
+            schema: SCHEMA_VERSION,
+            record: record.clone(),
+        };
         serde_json::to_writer(&mut self.out, &line)?;
         self.out.write_all(b"\n")
     }

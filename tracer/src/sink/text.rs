@@ -53,7 +53,12 @@ impl<W: Write> Sink for TextSink<W> {
                 writeln!(
                     self.out,
                     "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
-                    "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
+                    "[STATS]",
+                    s.attempts,
+                    s.established_first_syn,
+                    s.events,
+                    s.open_flows,
+                    s.dropped
                 )
             }
         }
