@@ -126,9 +126,18 @@ fn unanswered_live_then_abandoned_when_the_client_gives_up() {
         "live updates and the end are the same flow"
     );
     let syns = end["syns"].as_u64().expect("syns");
-    assert!(
-        (3..=4).contains(&syns),
-        "3 s with 1 s linear SYN timeouts sends 3 SYNs: {end}"
+    // With 1 s linear SYN timeouts, 3 s is usually 3 SYNs; a loaded machine can slip a timer, so the
+    // assertion is on the tracer: every retransmit was reported live, and counted in the end.
+    let live_updates = tracer
+        .connect_records()
+        .iter()
+        .filter(|r| r["flow"] == end["flow"] && r["final"] == false)
+        .count() as u64;
+    assert!(syns >= 2, "at least one retransmit in 3 s: {end}");
+    assert_eq!(
+        live_updates,
+        syns - 1,
+        "one live update per SYN retransmit: {end}"
     );
     let waited = end["syn_sent_ms"].as_u64().expect("syn_sent_ms");
     assert!(

@@ -44,6 +44,16 @@ pub struct TraceArgs {
     /// How often to report healthy-connect counts and tracer stats.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub stats_interval: Duration,
+    /// Network namespace whose conntrack table holds the Service NAT (kube-proxy's): `host` (the
+    /// node), an `ip netns` name, a path or `pid:N`.
+    #[arg(long, value_name = "NS", default_value = "host")]
+    pub conntrack_netns: String,
+    /// Window of the per-Service view (`service` records).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    pub service_window: Duration,
+    /// Report conntrack entries still `SYN_SENT` `[UNREPLIED]` after this long (`stale_nat` records).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_seconds)]
+    pub stale_after: Duration,
     /// Most connect attempts followed at once in the kernel (its memory bound). Attempts beyond it
     /// are counted as dropped.
     #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,

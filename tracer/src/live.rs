@@ -3,7 +3,7 @@
 use std::{
     fs::File,
     io::{self, BufWriter, Write},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -13,6 +13,12 @@ use tracer_common::{KernelFilter, counter};
 use crate::{
     cli::{Format, TraceArgs},
     clock::{KernelClock, monotonic_now_ns, rfc3339},
+    conntrack::{
+        dumper::{DumpResult, Dumper},
+        events::DestroyedNat,
+        netlink::Conntrack,
+        services::ServiceView,
+    },
     decode::{comm_to_string, decode, ip_from_kernel},
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
@@ -22,6 +28,15 @@ use crate::{
     record::{Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
+
+/// `host` means the tracer's own namespace (the node's); anything else is resolved like `--netns`.
+fn conntrack_netns_path(spec: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if spec == "host" {
+        return Ok(None);
+    }
+    netns::resolve(spec)?;
+    Ok(Some(netns::spec_path(spec)))
+}
 
 /// Why the loop ended without an error.
 enum Stop {
@@ -51,13 +66,25 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         Format::Text => Box::new(TextSink::new(out)),
     };
 
+    let conntrack_netns = conntrack_netns_path(&args.conntrack_netns)?;
+    let conntrack = Conntrack::open(conntrack_netns.as_deref())
+        .map_err(|e| eprintln!("tracer: warning: no Service backends: {e}"))
+        .ok();
+    let destroyed = DestroyedNat::open(conntrack_netns.as_deref())
+        .map_err(|e| eprintln!("tracer: warning: no backends for refused Service connects: {e}"))
+        .ok();
+    let dumper = Dumper::start(conntrack_netns, args.stats_interval, args.stale_after);
     let mut kernel = KernelSide::load(filter, args.max_attempts)?;
     let mut pipeline = Pipeline {
         flows: FlowTable::default(),
         enricher: Enricher {
             clock: KernelClock::new(),
             netns: NetnsNames::new(),
+            conntrack,
+            destroyed,
         },
+        services: ServiceView::new(args.service_window),
+        dumper,
         filter: DestinationFilter {
             cidrs: args.dst.clone(),
             ports: args.port.clone(),
@@ -65,6 +92,7 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         events: 0,
         decode_errors: 0,
         reported_drops: 0,
+        conntrack_failed: false,
     };
     eprintln!(
         "tracer: attached; following TCP connects in {} (Ctrl-C to stop)",
@@ -128,6 +156,9 @@ async fn event_loop(
                 for record in pipeline.healthy_records(kernel) {
                     sink.write(&record)?;
                 }
+                for record in pipeline.service_records() {
+                    sink.write(&record)?;
+                }
                 let stats = pipeline.stats(kernel, false);
                 pipeline.warn_on_new_drops(&stats.dropped);
                 sink.write(&Record::Stats(stats))?;
@@ -156,10 +187,14 @@ impl Signals {
 struct Pipeline {
     flows: FlowTable,
     enricher: Enricher,
+    services: ServiceView,
+    dumper: Dumper,
     filter: DestinationFilter,
     events: u64,
     decode_errors: u64,
     reported_drops: u64,
+    /// A conntrack dump failure is said once, not every interval.
+    conntrack_failed: bool,
 }
 
 /// Takes every record currently in the ring buffer through the pipeline.
@@ -176,7 +211,15 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
                 let mut dests = vec![(dst.ip(), dst.port())];
                 dests.extend(dialed.map(|d| (d.ip(), d.port())));
                 if pipeline.filter.matches(&dests) {
-                    sink.write(&Record::Connect(pipeline.enricher.connect_record(&flow)))?;
+                    let via = pipeline.enricher.service_backend(&flow);
+                    if let (Some(v), true) = (via, flow.is_final) {
+                        let verdict = flow.verdict.name();
+                        pipeline
+                            .services
+                            .record(Instant::now(), v.service, v.backend, verdict);
+                    }
+                    let record = pipeline.enricher.connect_record(&flow, via);
+                    sink.write(&Record::Connect(record))?;
                 }
             }
             Err(_) => pipeline.decode_errors += 1,
@@ -186,6 +229,36 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
 }
 
 impl Pipeline {
+    /// Takes what the conntrack thread found since the last tick, then the per-Service view.
+    fn service_records(&mut self) -> Vec<Record> {
+        let mut records = Vec::new();
+        while let Ok(result) = self.dumper.results.try_recv() {
+            match result {
+                DumpResult::Summary {
+                    at,
+                    answered,
+                    stale,
+                } => {
+                    for (service, backend, n) in answered {
+                        if self.filter.matches(&[(service.ip(), service.port())]) {
+                            self.services.established(at, service, backend, n);
+                        }
+                    }
+                    records.extend(stale.into_iter().map(Record::StaleNat));
+                }
+                DumpResult::Failed(e) if !self.conntrack_failed => {
+                    eprintln!("tracer: warning: conntrack dump failed: {e}");
+                    self.conntrack_failed = true;
+                }
+                DumpResult::Failed(_) => {}
+            }
+        }
+        let time = rfc3339(std::time::SystemTime::now());
+        let services = self.services.records(Instant::now(), &time);
+        records.extend(services.into_iter().map(Record::Service));
+        records
+    }
+
     #[expect(
         clippy::cast_precision_loss,
         reason = "a mean in milliseconds needs no 64-bit precision"
@@ -231,6 +304,7 @@ impl Pipeline {
                 healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
                 decode_errors: self.decode_errors,
                 expired_flows: self.flows.expired,
+                conntrack_events_lost: self.enricher.destroyed.as_ref().map_or(0, |d| d.lost),
             },
             is_final,
         }

@@ -6,6 +6,7 @@
 //! `filter.rs` -> `sink/` (JSON lines, text). `live.rs` wires them; this file only parses the CLI.
 mod cli;
 mod clock;
+mod conntrack;
 mod decode;
 mod enrich;
 mod filter;

@@ -62,7 +62,7 @@ pub fn resolve(spec: &str) -> Result<Netns, NetnsError> {
     })
 }
 
-fn spec_path(spec: &str) -> PathBuf {
+pub fn spec_path(spec: &str) -> PathBuf {
     if spec == "host" {
         PathBuf::from("/proc/1/ns/net")
     } else if let Some(pid) = spec.strip_prefix("pid:") {

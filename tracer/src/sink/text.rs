@@ -45,6 +45,23 @@ impl<W: Write> Sink for TextSink<W> {
                 "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
                 "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
             ),
+            Record::Service(s) => writeln!(
+                self.out,
+                "{:<20} {} (last {}s, {} of {} failing)",
+                "[SERVICE]", s.summary, s.window_s, s.failing, s.total
+            ),
+            Record::StaleNat(n) => writeln!(
+                self.out,
+                "{:<20} tcp SYN_SENT src={} dst={} [UNREPLIED] src={} dst={} age>={}s\n{:<20} {}",
+                "[STALE NAT]",
+                n.original.src,
+                n.original.dst,
+                n.reply.src,
+                n.reply.dst,
+                n.age_s,
+                "",
+                n.explanation
+            ),
             Record::Stats(s) => {
                 let lost = s.dropped.total();
                 if lost == 0 && !s.is_final {
