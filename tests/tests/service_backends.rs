@@ -206,3 +206,53 @@ fn nat_entries_without_a_reply_are_listed_with_their_tuples() {
     assert_eq!(r["state"], "SYN_SENT", "{r}");
     assert!(r["age_s"].as_u64() >= Some(1), "{r}");
 }
+
+#[test]
+fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend() {
+    let bed = tests::testbed::TwoHosts::new("slb");
+    let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
+    // A Service address the client has no route to: only the rewrite makes the connect go anywhere.
+    let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 10), SVC_PORT);
+    let cgroup_root = if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    let lb = tests::socket_lb::SocketLb::new("tracer-test-slb", cgroup_root, vip, backend);
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    // The client: a process in the load-balanced cgroup, inside the client namespace.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} timeout 3 bash -c 'exec 3<>/dev/tcp/{ip}/{port}'",
+            procs = lb.procs_file().display(),
+            ns = bed.client.name(),
+            ip = vip.ip(),
+            port = vip.port()
+        ))
+        .status()
+        .expect("run the client");
+    assert!(!status.success(), "nothing listens on the backend: refused");
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(
+        r["verdict"], "refused",
+        "the rewrite worked, the backend refused: {r}"
+    );
+    assert_eq!(
+        r["dst"],
+        backend.to_string(),
+        "the socket knows the backend: {r}"
+    );
+    assert_eq!(
+        r["dialed"],
+        vip.to_string(),
+        "the app dialled the Service: {r}"
+    );
+    assert_eq!(r["service"], vip.to_string(), "{r}");
+    assert_eq!(r["backend"], backend.to_string(), "{r}");
+    assert_eq!(r["comm"], "bash", "{r}");
+    drop(tracer);
+    drop(lb);
+}
