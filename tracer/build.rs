@@ -11,7 +11,11 @@ fn main() -> anyhow::Result<()> {
     let ebpf_dir = format!("{manifest_dir}/../tracer-ebpf");
     println!("cargo:rerun-if-changed={manifest_dir}/../tracer-common/src");
     aya_build::build_ebpf(
-        [aya_build::Package { name: "tracer-ebpf", root_dir: &ebpf_dir, ..Default::default() }],
+        [aya_build::Package {
+            name: "tracer-ebpf",
+            root_dir: &ebpf_dir,
+            ..Default::default()
+        }],
         aya_build::Toolchain::Custom(EBPF_TOOLCHAIN),
     )
 }

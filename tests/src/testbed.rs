@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -340,6 +340,180 @@ impl TwoHosts {
     }
 }
 
+/// A kube-proxy style node: a "node" namespace with a bridge and nft DNAT rules for Service
+/// addresses, and pod namespaces on the bridge (a client and some backends), with `br_netfilter`
+/// semantics so replies between pods on the same bridge pass through the node's conntrack (un-DNAT).
+///
+/// Service addresses (`vip`) exist only in the node's DNAT rules; the client routes only the Service
+/// range to the node. No namespace has any other route: traffic never leaves the bed.
+pub struct ServiceBed {
+    pub node: Netns,
+    pub client: Netns,
+    pub backends: Vec<Netns>,
+    pub client_ip: Ipv4Addr,
+    pub backend_ips: Vec<Ipv4Addr>,
+    /// A Service address for this bed, in 10.96.N.0/24.
+    pub vip: Ipv4Addr,
+}
+
+impl ServiceBed {
+    pub fn new(prefix: &str, backends: usize) -> ServiceBed {
+        let n = (next_id() % 250 + 1) as u8;
+        let node = Netns::new(&format!("{prefix}n"));
+        let node_ip = Ipv4Addr::new(10, 231, n, 1);
+        run(
+            "ip",
+            &["-n", node.name(), "link", "add", "br0", "type", "bridge"],
+        );
+        node.exec(&["sysctl", "-q", "-w", "net.ipv4.conf.br0.send_redirects=0"]);
+        run(
+            "ip",
+            &[
+                "-n",
+                node.name(),
+                "addr",
+                "add",
+                &format!("{node_ip}/24"),
+                "dev",
+                "br0",
+            ],
+        );
+        run("ip", &["-n", node.name(), "link", "set", "br0", "up"]);
+        node.exec(&[
+            "sysctl",
+            "-q",
+            "-w",
+            "net.ipv4.ip_forward=1",
+            "net.bridge.bridge-nf-call-iptables=1",
+            // Service traffic leaves a real node by another interface than it came in; here it comes
+            // back out of br0, which would make the node send ICMP redirects and then rate-limit the
+            // REJECT's port-unreachable to the same pod.
+            "net.ipv4.conf.all.send_redirects=0",
+            "net.ipv4.conf.default.send_redirects=0",
+            "net.ipv4.icmp_ratelimit=0",
+        ]);
+        let pod = |name: String, index: u8| -> (Netns, Ipv4Addr) {
+            let ns = Netns::new(&name);
+            let ip = Ipv4Addr::new(10, 231, n, index);
+            let host_side = format!("veth{index}");
+            run(
+                "ip",
+                &[
+                    "-n",
+                    ns.name(),
+                    "link",
+                    "add",
+                    "eth0",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &host_side,
+                    "netns",
+                    node.name(),
+                ],
+            );
+            run(
+                "ip",
+                &[
+                    "-n",
+                    node.name(),
+                    "link",
+                    "set",
+                    &host_side,
+                    "master",
+                    "br0",
+                    "up",
+                ],
+            );
+            run(
+                "ip",
+                &[
+                    "-n",
+                    ns.name(),
+                    "addr",
+                    "add",
+                    &format!("{ip}/24"),
+                    "dev",
+                    "eth0",
+                ],
+            );
+            run("ip", &["-n", ns.name(), "link", "set", "eth0", "up"]);
+            (ns, ip)
+        };
+        let (client, client_ip) = pod(format!("{prefix}c"), 10);
+        let mut backend_namespaces = Vec::new();
+        let mut backend_ips = Vec::new();
+        for i in 0..backends {
+            let (ns, ip) = pod(format!("{prefix}b{i}"), 11 + i as u8);
+            backend_namespaces.push(ns);
+            backend_ips.push(ip);
+        }
+        let vip = Ipv4Addr::new(10, 96, n, 10);
+        let service_range = format!("10.96.{n}.0/24");
+        run(
+            "ip",
+            &[
+                "-n",
+                client.name(),
+                "route",
+                "add",
+                &service_range,
+                "via",
+                &node_ip.to_string(),
+            ],
+        );
+        // A real node routes Service addresses somewhere (its default route), so a SYN that no DNAT
+        // rewrote reaches kube-proxy's REJECT in FORWARD. Here "somewhere" is on-link on the bridge:
+        // FORWARD runs before any neighbour lookup, and the bridge is inside the bed.
+        run(
+            "ip",
+            &[
+                "-n",
+                node.name(),
+                "route",
+                "add",
+                &service_range,
+                "dev",
+                "br0",
+            ],
+        );
+        ServiceBed {
+            node,
+            client,
+            backends: backend_namespaces,
+            client_ip,
+            backend_ips,
+            vip,
+        }
+    }
+
+    /// kube-proxy's rules for Service `vip:port`: DNAT to one of `endpoints` at random with equal
+    /// shares, or, with no endpoints, REJECT with ICMP port-unreachable.
+    pub fn service(&self, port: u16, endpoints: &[(Ipv4Addr, u16)]) {
+        let vip = self.vip;
+        let script = if endpoints.is_empty() {
+            format!(
+                "table inet svc_{port} {{\n  chain forward {{\n    type filter hook forward priority 0;\n    \
+                 ip daddr {vip} tcp dport {port} reject with icmp type port-unreachable\n  }}\n}}\n"
+            )
+        } else {
+            let map: Vec<String> = endpoints
+                .iter()
+                .enumerate()
+                .map(|(i, (ip, p))| format!("{i} : {ip} . {p}"))
+                .collect();
+            format!(
+                "table ip svc_{port} {{\n  chain prerouting {{\n    type nat hook prerouting priority dstnat;\n    \
+                 ip daddr {vip} tcp dport {port} dnat ip to numgen random mod {} map {{ {} }}\n  }}\n}}\n",
+                endpoints.len(),
+                map.join(", ")
+            )
+        };
+        self.node.nft(&script);
+    }
+}
+
 /// A TCP listener inside a namespace, on its own thread, that accepts connections and drops
 /// them immediately (the server app closes) until the `Listener` is dropped.
 pub struct Listener {
@@ -396,10 +570,10 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                eprintln!("testbed: listener thread for {} panicked", self.addr);
-            }
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            eprintln!("testbed: listener thread for {} panicked", self.addr);
         }
     }
 }

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 /// Path of the tracer binary under test.
 pub fn tracer_bin() -> String {
-    std::env::var("TRACER_BIN").expect("TRACER_BIN is not set: run the integration tests with `cargo xtask test`")
+    std::env::var("TRACER_BIN")
+        .expect("TRACER_BIN is not set: run the integration tests with `cargo xtask test`")
 }
 
 /// A running tracer in JSON mode.
@@ -40,8 +41,9 @@ impl Tracer {
         let (line_tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("tracer printed a line that is not JSON ({e}): {line}"));
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("tracer printed a line that is not JSON ({e}): {line}")
+                });
                 if line_tx.send(value).is_err() {
                     break;
                 }
@@ -58,10 +60,18 @@ impl Tracer {
                 sink.lock().expect("stderr lock").push_str(&(line + "\n"));
             }
         });
-        let mut tracer = Tracer { child, lines, stderr, seen: Vec::new() };
+        let mut tracer = Tracer {
+            child,
+            lines,
+            stderr,
+            seen: Vec::new(),
+        };
         if ready.recv_timeout(Duration::from_secs(30)).is_err() {
             let _ = tracer.child.kill();
-            panic!("tracer did not attach within 30 s; stderr:\n{}", tracer.stderr());
+            panic!(
+                "tracer did not attach within 30 s; stderr:\n{}",
+                tracer.stderr()
+            );
         }
         tracer
     }
@@ -72,7 +82,12 @@ impl Tracer {
 
     /// The first record (already seen or arriving within `timeout`) that matches; panics naming
     /// `what` and listing what did arrive otherwise.
-    pub fn expect(&mut self, what: &str, timeout: Duration, matches: impl Fn(&Value) -> bool) -> Value {
+    pub fn expect(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Value {
         if let Some(found) = self.seen.iter().find(|v| matches(v)) {
             return found.clone();
         }
@@ -88,7 +103,11 @@ impl Tracer {
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => panic!(
                     "expected {what} within {timeout:?}; got:\n{}\nstderr:\n{}",
-                    self.seen.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n"),
+                    self.seen
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     self.stderr()
                 ),
             }
@@ -98,19 +117,34 @@ impl Tracer {
     /// Collects whatever arrives in the next `period`.
     pub fn collect_for(&mut self, period: Duration) {
         let deadline = Instant::now() + period;
-        while let Ok(v) = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        while let Ok(v) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
             self.seen.push(v);
         }
     }
 
     pub fn connect_records(&self) -> Vec<&Value> {
-        self.seen.iter().filter(|v| v["kind"] == "connect").collect()
+        self.seen
+            .iter()
+            .filter(|v| v["kind"] == "connect")
+            .collect()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// SIGTERM, then everything it printed until it exited; returns its exit status success.
-    pub fn stop(mut self) -> (bool, Vec<Value>, String) {
+    pub fn stop(self) -> (bool, Vec<Value>, String) {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Like `stop`, with another signal (SIGINT is Ctrl-C).
+    pub fn stop_with(mut self, signal: libc::c_int) -> (bool, Vec<Value>, String) {
         // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
         let status = self.child.wait().expect("wait for tracer");
         while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(2)) {
             self.seen.push(v);
@@ -144,5 +178,8 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)], wrapper: &[&str]) -> (Op
         .stdin(Stdio::null())
         .output()
         .expect("run the tracer");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -21,17 +21,34 @@ fn tracer_for(bed: &TwoHosts) -> Tracer {
 }
 
 fn is_connect(v: &Value, dst: SocketAddr, verdict: &str, is_final: bool) -> bool {
-    v["kind"] == "connect" && v["dst"] == dst.to_string() && v["verdict"] == verdict && v["final"] == is_final
+    v["kind"] == "connect"
+        && v["dst"] == dst.to_string()
+        && v["verdict"] == verdict
+        && v["final"] == is_final
 }
 
 /// The fields every verdict must carry: endpoints, process, namespace.
 fn assert_who(record: &Value, bed: &TwoHosts, comm: &str) {
-    assert_eq!(record["pid"], std::process::id(), "pid of the connecting process: {record}");
-    assert_eq!(record["comm"], comm, "comm of the connecting thread: {record}");
+    assert_eq!(
+        record["pid"],
+        std::process::id(),
+        "pid of the connecting process: {record}"
+    );
+    assert_eq!(
+        record["comm"], comm,
+        "comm of the connecting thread: {record}"
+    );
     assert_eq!(record["netns"], bed.client.name(), "namespace: {record}");
     let src = record["src"].as_str().expect("src");
-    assert!(src.starts_with(&format!("{}:", bed.client_ip)), "source address: {record}");
-    assert_ne!(src, format!("{}:0", bed.client_ip), "source port known by the end: {record}");
+    assert!(
+        src.starts_with(&format!("{}:", bed.client_ip)),
+        "source address: {record}"
+    );
+    assert_ne!(
+        src,
+        format!("{}:0", bed.client_ip),
+        "source port known by the end: {record}"
+    );
 }
 
 #[test]
@@ -39,9 +56,12 @@ fn refused_by_rst_when_nothing_listens() {
     let bed = TwoHosts::new("rst");
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
-    let err = connect_from(&bed.client, "tc-rst", dst, Duration::from_secs(3)).expect_err("nothing listens");
+    let err = connect_from(&bed.client, "tc-rst", dst, Duration::from_secs(3))
+        .expect_err("nothing listens");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
-    let r = tracer.expect("refused by RST", Duration::from_secs(5), |v| is_connect(v, dst, "refused", true));
+    let r = tracer.expect("refused by RST", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "refused", true)
+    });
     assert_eq!(r["cause"], "rst", "{r}");
     assert_eq!(r["syns"], 1, "{r}");
     assert_eq!(r["errno"], "ECONNREFUSED", "{r}");
@@ -55,11 +75,20 @@ fn refused_by_icmp_when_a_reject_rule_answers() {
     let _listener = Listener::start(&bed.server, SocketAddrV4::new(bed.server_ip, PORT));
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
-    let err = connect_from(&bed.client, "tc-icmp", dst, Duration::from_secs(3)).expect_err("rejected");
+    let err =
+        connect_from(&bed.client, "tc-icmp", dst, Duration::from_secs(3)).expect_err("rejected");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
-    let r = tracer.expect("refused by ICMP", Duration::from_secs(5), |v| is_connect(v, dst, "refused", true));
+    let r = tracer.expect("refused by ICMP", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "refused", true)
+    });
     assert_eq!(r["cause"], "icmp", "a REJECT is not a RST: {r}");
-    assert!(r["explanation"].as_str().expect("explanation").contains("REJECT rule"), "{r}");
+    assert!(
+        r["explanation"]
+            .as_str()
+            .expect("explanation")
+            .contains("REJECT rule"),
+        "{r}"
+    );
     assert_who(&r, &bed, "tc-icmp");
 }
 
@@ -74,19 +103,47 @@ fn unanswered_live_then_abandoned_when_the_client_gives_up() {
     let client = bed.client.spawn_in("tc-hole", move || {
         std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3)).map(drop)
     });
-    let live = tracer.expect("live unanswered", Duration::from_secs(3), |v| is_connect(v, dst, "unanswered", false));
-    assert!(!client.is_finished(), "the black hole must be reported while the connect still hangs");
-    assert!(started.elapsed() < Duration::from_millis(2500), "first unanswered report came late: {live}");
+    let live = tracer.expect("live unanswered", Duration::from_secs(3), |v| {
+        is_connect(v, dst, "unanswered", false)
+    });
+    assert!(
+        !client.is_finished(),
+        "the black hole must be reported while the connect still hangs"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "first unanswered report came late: {live}"
+    );
     assert_eq!(live["syns"], 2, "reported at the first retransmit: {live}");
     assert_who(&live, &bed, "tc-hole");
     let err = client.join().expect("client thread").expect_err("dropped");
     assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
-    let end = tracer.expect("abandoned", Duration::from_secs(5), |v| is_connect(v, dst, "abandoned", true));
-    assert_eq!(end["flow"], live["flow"], "live updates and the end are the same flow");
+    let end = tracer.expect("abandoned", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "abandoned", true)
+    });
+    assert_eq!(
+        end["flow"], live["flow"],
+        "live updates and the end are the same flow"
+    );
     let syns = end["syns"].as_u64().expect("syns");
-    assert!((3..=4).contains(&syns), "3 s with 1 s linear SYN timeouts sends 3 SYNs: {end}");
+    // With 1 s linear SYN timeouts, 3 s is usually 3 SYNs; a loaded machine can slip a timer, so the
+    // assertion is on the tracer: every retransmit was reported live, and counted in the end.
+    let live_updates = tracer
+        .connect_records()
+        .iter()
+        .filter(|r| r["flow"] == end["flow"] && r["final"] == false)
+        .count() as u64;
+    assert!(syns >= 2, "at least one retransmit in 3 s: {end}");
+    assert_eq!(
+        live_updates,
+        syns - 1,
+        "one live update per SYN retransmit: {end}"
+    );
     let waited = end["syn_sent_ms"].as_u64().expect("syn_sent_ms");
-    assert!((2800..4500).contains(&waited), "about 3 s in SYN_SENT: {end}");
+    assert!(
+        (2800..4500).contains(&waited),
+        "about 3 s in SYN_SENT: {end}"
+    );
     assert_who(&end, &bed, "tc-hole");
 }
 
@@ -95,12 +152,16 @@ fn timed_out_when_the_kernel_gives_up() {
     let bed = TwoHosts::new("tmo");
     bed.server.nft(&nft_drop_syn_to(PORT));
     // One retransmit, then the kernel gives up: ETIMEDOUT in about 3 s instead of 2 minutes.
-    bed.client.exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_syn_retries=1"]);
+    bed.client
+        .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_syn_retries=1"]);
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
-    let err = connect_from(&bed.client, "tc-tmo", dst, Duration::from_secs(20)).expect_err("dropped");
+    let err =
+        connect_from(&bed.client, "tc-tmo", dst, Duration::from_secs(20)).expect_err("dropped");
     assert_eq!(err.raw_os_error(), Some(libc::ETIMEDOUT), "{err}");
-    let r = tracer.expect("timed out", Duration::from_secs(5), |v| is_connect(v, dst, "timed_out", true));
+    let r = tracer.expect("timed out", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "timed_out", true)
+    });
     // The give-up is time-based (about 3 s here), so the SYN count is 2 or 3.
     assert!(r["syns"].as_u64().expect("syns") >= 2, "{r}");
     assert_eq!(r["errno"], "ETIMEDOUT", "{r}");
@@ -112,9 +173,12 @@ fn unreachable_when_no_host_has_the_address() {
     let bed = TwoHosts::new("unr");
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.absent_ip, PORT));
-    let err = connect_from(&bed.client, "tc-unreach", dst, Duration::from_secs(10)).expect_err("no host");
+    let err =
+        connect_from(&bed.client, "tc-unreach", dst, Duration::from_secs(10)).expect_err("no host");
     assert_eq!(err.raw_os_error(), Some(libc::EHOSTUNREACH), "{err}");
-    let r = tracer.expect("unreachable", Duration::from_secs(5), |v| is_connect(v, dst, "unreachable", true));
+    let r = tracer.expect("unreachable", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "unreachable", true)
+    });
     assert_eq!(r["cause"], "host", "{r}");
     assert_eq!(r["errno"], "EHOSTUNREACH", "{r}");
     assert_who(&r, &bed, "tc-unreach");
@@ -126,9 +190,12 @@ fn unreachable_network_when_there_is_no_route() {
     let mut tracer = tracer_for(&bed);
     // No route to this network in the client namespace: connect() fails before any SYN leaves.
     let dst: SocketAddr = "10.232.0.1:8080".parse().expect("addr");
-    let err = connect_from(&bed.client, "tc-noroute", dst, Duration::from_secs(3)).expect_err("no route");
+    let err =
+        connect_from(&bed.client, "tc-noroute", dst, Duration::from_secs(3)).expect_err("no route");
     assert_eq!(err.raw_os_error(), Some(libc::ENETUNREACH), "{err}");
-    let r = tracer.expect("unreachable network", Duration::from_secs(5), |v| is_connect(v, dst, "unreachable", true));
+    let r = tracer.expect("unreachable network", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "unreachable", true)
+    });
     assert_eq!(r["cause"], "network", "{r}");
     assert_eq!(r["syns"], 0, "no SYN ever left: {r}");
     assert_eq!(r["pid"], std::process::id(), "{r}");
@@ -143,8 +210,11 @@ fn slow_when_the_first_syn_is_lost() {
     let _listener = Listener::start(&bed.server, SocketAddrV4::new(bed.server_ip, PORT));
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
-    connect_from(&bed.client, "tc-slow", dst, Duration::from_secs(5)).expect("answered after a retransmit");
-    let r = tracer.expect("slow", Duration::from_secs(5), |v| is_connect(v, dst, "slow", true));
+    connect_from(&bed.client, "tc-slow", dst, Duration::from_secs(5))
+        .expect("answered after a retransmit");
+    let r = tracer.expect("slow", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "slow", true)
+    });
     assert_eq!(r["syns"], 2, "{r}");
     assert!(r["syn_sent_ms"].as_u64().expect("ms") >= 900, "{r}");
     assert_who(&r, &bed, "tc-slow");
@@ -177,8 +247,14 @@ fn established_connects_are_counted_not_sent_one_by_one() {
             .sum();
         tracer.collect_for(Duration::from_millis(1100));
     }
-    assert_eq!(established, 20, "every healthy connect counted exactly once");
-    assert!(tracer.connect_records().is_empty(), "no per-connect records for healthy connects");
+    assert_eq!(
+        established, 20,
+        "every healthy connect counted exactly once"
+    );
+    assert!(
+        tracer.connect_records().is_empty(),
+        "no per-connect records for healthy connects"
+    );
 }
 
 #[test]
@@ -190,13 +266,22 @@ fn unrelated_traffic_on_the_machine_does_not_show_up() {
     let theirs = SocketAddr::from(SocketAddrV4::new(other.server_ip, PORT + 1));
     // A refused connect in another namespace, and on the host's loopback, around ours.
     let _ = connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3));
-    let _ = std::net::TcpStream::connect_timeout(&"127.0.0.1:1".parse().expect("addr"), Duration::from_secs(1));
+    let _ = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:1".parse().expect("addr"),
+        Duration::from_secs(1),
+    );
     let _ = connect_from(&bed.client, "tc-mine", mine, Duration::from_secs(3));
     let _ = connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3));
-    tracer.expect("our refused connect", Duration::from_secs(5), |v| is_connect(v, mine, "refused", true));
+    tracer.expect("our refused connect", Duration::from_secs(5), |v| {
+        is_connect(v, mine, "refused", true)
+    });
     tracer.collect_for(Duration::from_millis(1500));
     for r in tracer.connect_records() {
-        assert_eq!(r["netns"], bed.client.name(), "only the filtered namespace: {r}");
+        assert_eq!(
+            r["netns"],
+            bed.client.name(),
+            "only the filtered namespace: {r}"
+        );
         assert_eq!(r["comm"], "tc-mine", "only our connects: {r}");
     }
 }
@@ -204,15 +289,29 @@ fn unrelated_traffic_on_the_machine_does_not_show_up() {
 #[test]
 fn destination_filters_keep_only_matching_flows() {
     let bed = TwoHosts::new("flt");
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--port", "8081", "--dst", &format!("{}/32", bed.server_ip)]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--port",
+        "8081",
+        "--dst",
+        &format!("{}/32", bed.server_ip),
+    ]);
     let wanted = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8081));
     let other_port = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8082));
     let _ = connect_from(&bed.client, "tc-flt", other_port, Duration::from_secs(3));
     let _ = connect_from(&bed.client, "tc-flt", wanted, Duration::from_secs(3));
-    tracer.expect("refused on the filtered port", Duration::from_secs(5), |v| is_connect(v, wanted, "refused", true));
+    tracer.expect(
+        "refused on the filtered port",
+        Duration::from_secs(5),
+        |v| is_connect(v, wanted, "refused", true),
+    );
     tracer.collect_for(Duration::from_millis(1200));
     assert!(
-        tracer.connect_records().iter().all(|r| r["dst"] == wanted.to_string()),
+        tracer
+            .connect_records()
+            .iter()
+            .all(|r| r["dst"] == wanted.to_string()),
         "only port 8081: {:?}",
         tracer.connect_records()
     );

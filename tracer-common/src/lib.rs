@@ -225,13 +225,41 @@ pub mod tracepoint {
         #[must_use]
         pub const fn fields(&self) -> [Field; 7] {
             [
-                Field { name: "sport", offset: self.sport, size: 2 },
-                Field { name: "dport", offset: self.dport, size: 2 },
-                Field { name: "family", offset: self.family, size: 2 },
-                Field { name: "saddr", offset: self.saddr, size: 4 },
-                Field { name: "daddr", offset: self.daddr, size: 4 },
-                Field { name: "saddr_v6", offset: self.saddr_v6, size: 16 },
-                Field { name: "daddr_v6", offset: self.daddr_v6, size: 16 },
+                Field {
+                    name: "sport",
+                    offset: self.sport,
+                    size: 2,
+                },
+                Field {
+                    name: "dport",
+                    offset: self.dport,
+                    size: 2,
+                },
+                Field {
+                    name: "family",
+                    offset: self.family,
+                    size: 2,
+                },
+                Field {
+                    name: "saddr",
+                    offset: self.saddr,
+                    size: 4,
+                },
+                Field {
+                    name: "daddr",
+                    offset: self.daddr,
+                    size: 4,
+                },
+                Field {
+                    name: "saddr_v6",
+                    offset: self.saddr_v6,
+                    size: 16,
+                },
+                Field {
+                    name: "daddr_v6",
+                    offset: self.daddr_v6,
+                    size: 16,
+                },
             ]
         }
     }
@@ -252,10 +280,26 @@ pub mod tracepoint {
             daddr_v6: 56,
         };
         pub const FIELDS: [Field; 4] = [
-            Field { name: "skaddr", offset: SKADDR, size: 8 },
-            Field { name: "oldstate", offset: OLDSTATE, size: 4 },
-            Field { name: "newstate", offset: NEWSTATE, size: 4 },
-            Field { name: "protocol", offset: PROTOCOL, size: 2 },
+            Field {
+                name: "skaddr",
+                offset: SKADDR,
+                size: 8,
+            },
+            Field {
+                name: "oldstate",
+                offset: OLDSTATE,
+                size: 4,
+            },
+            Field {
+                name: "newstate",
+                offset: NEWSTATE,
+                size: 4,
+            },
+            Field {
+                name: "protocol",
+                offset: PROTOCOL,
+                size: 2,
+            },
         ];
     }
 
@@ -273,21 +317,37 @@ pub mod tracepoint {
             daddr_v6: 58,
         };
         pub const FIELDS: [Field; 2] = [
-            Field { name: "skaddr", offset: SKADDR, size: 8 },
-            Field { name: "state", offset: STATE, size: 4 },
+            Field {
+                name: "skaddr",
+                offset: SKADDR,
+                size: 8,
+            },
+            Field {
+                name: "state",
+                offset: STATE,
+                size: 4,
+            },
         ];
     }
 
     pub mod sys_exit_connect {
         use super::Field;
         pub const RET: usize = 16;
-        pub const FIELDS: [Field; 1] = [Field { name: "ret", offset: RET, size: 8 }];
+        pub const FIELDS: [Field; 1] = [Field {
+            name: "ret",
+            offset: RET,
+            size: 8,
+        }];
     }
 
     /// `tcp_receive_reset` and `tcp_destroy_sock` share this layout; only `skaddr` is read.
     pub mod skaddr_only {
         use super::Field;
         pub const SKADDR: usize = 8;
-        pub const FIELDS: [Field; 1] = [Field { name: "skaddr", offset: SKADDR, size: 8 }];
+        pub const FIELDS: [Field; 1] = [Field {
+            name: "skaddr",
+            offset: SKADDR,
+            size: 8,
+        }];
     }
 }

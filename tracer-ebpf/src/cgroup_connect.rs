@@ -5,12 +5,12 @@
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
-//! Remembered by pid_tgid until the same syscall reaches `CLOSE -> SYN_SENT`. Always allows the call.
+//! Remembered by `pid_tgid` until the same syscall reaches `CLOSE -> SYN_SENT`. Always allows the call.
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
     macros::cgroup_sock_addr,
     programs::SockAddrContext,
-    EbpfContext,
 };
 use tracer_common::{AF_INET, AF_INET6, Endpoint};
 

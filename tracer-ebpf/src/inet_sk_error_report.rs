@@ -12,12 +12,14 @@
 //! Raw, not the formatted tracepoint: the formatted one carries neither the socket pointer nor the
 //! queue. Argument 0 is `const struct sock *sk`; struct offsets come from the running kernel's BTF
 //! (`SOCK_OFFSETS`, written by userspace before load).
-use aya_ebpf::{helpers::bpf_probe_read_kernel, macros::raw_tracepoint, programs::RawTracePointContext};
+use aya_ebpf::{
+    helpers::bpf_probe_read_kernel, macros::raw_tracepoint, programs::RawTracePointContext,
+};
 use tracer_common::EVENT_CONNECT_END;
 
 use crate::maps::{ATTEMPTS, emit, sock_offsets};
 
-/// `sock_extended_err.ee_origin` values of errors that came from ICMP / ICMPv6.
+/// `sock_extended_err.ee_origin` values of errors that came from ICMP or `ICMPv6`.
 const SO_EE_ORIGIN_ICMP: u8 = 2;
 const SO_EE_ORIGIN_ICMP6: u8 = 3;
 /// `sk_buff_head` starts with `next`, then `prev` (the newest skb): pointer-sized on every arch.
@@ -26,7 +28,9 @@ const QUEUE_PREV: u64 = 8;
 #[raw_tracepoint(tracepoint = "inet_sk_error_report")]
 pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     let sock: u64 = ctx.arg(0);
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return 0 };
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        return 0;
+    };
     // SAFETY: map value pointer from a successful lookup, used before the remove below.
     let attempt = unsafe { &mut *attempt };
     let offsets = sock_offsets();
@@ -43,7 +47,7 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
         let ee = newest + u64::from(offsets.skb_cb) + u64::from(offsets.exterr_ee);
         let origin: u8 = read(ee + 4);
         if origin == SO_EE_ORIGIN_ICMP || origin == SO_EE_ORIGIN_ICMP6 {
-            attempt.soft_error = read::<u32>(ee) as i32;
+            attempt.soft_error = read::<u32>(ee).cast_signed();
         }
     }
     0

@@ -6,16 +6,16 @@
 //! are recorded here; later hooks run in softirq or timer context where "current" is whoever ran.
 //! The source port is still 0 at that moment; the socket address is the join key instead.
 //!
-//! Fields (format file of 6.18): skaddr@8 oldstate@16 newstate@20 sport@24 dport@26 family@28
-//! protocol@30 saddr@32 daddr@36 saddr_v6@40 daddr_v6@56.
+//! Fields (format file of 6.18, offsets in `tracer_common::tracepoint`): `skaddr`, `oldstate`,
+//! `newstate`, `protocol` and the address block.
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::tracepoint,
     programs::TracePointContext,
 };
 use tracer_common::{
-    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey, HealthyStats,
-    counter,
+    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
+    HealthyStats, counter,
 };
 
 use tracer_common::tracepoint::inet_sock_set_state::{ADDRS, NEWSTATE, OLDSTATE, PROTOCOL, SKADDR};
@@ -24,7 +24,6 @@ use crate::{
     maps::{ATTEMPTS, CONNECTING, DIALED, HEALTHY, count, emit, filter, now_ns},
     tracepoint_fields::{read, read_addrs},
 };
-
 
 const IPPROTO_TCP: u16 = 6;
 const TCP_ESTABLISHED: i32 = 1;
@@ -82,7 +81,11 @@ fn on_syn_sent(ctx: &TracePointContext) {
         dport: addrs.dport,
         dialed_port: dialed.port,
         syn_count: 1,
-        flags: if dialed.family != 0 { FLAG_DIALED_KNOWN } else { 0 },
+        flags: if dialed.family != 0 {
+            FLAG_DIALED_KNOWN
+        } else {
+            0
+        },
         soft_error: 0,
     };
     count(counter::ATTEMPTS_STARTED);
@@ -96,7 +99,9 @@ fn on_syn_sent(ctx: &TracePointContext) {
 
 fn on_answered(ctx: &TracePointContext) {
     let sock: u64 = read(ctx, SKADDR);
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return };
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        return;
+    };
     // SAFETY: map value pointer from a successful lookup; entries of this socket are only touched by
     // hooks that run under the socket's lock.
     let attempt = unsafe { &mut *attempt };
@@ -151,7 +156,9 @@ fn count_healthy(attempt: &Attempt) {
 
 fn on_closed(ctx: &TracePointContext) {
     let sock: u64 = read(ctx, SKADDR);
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return };
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        return;
+    };
     // SAFETY: as in on_answered.
     let attempt = unsafe { &mut *attempt };
     let addrs = read_addrs(ctx, &ADDRS);

@@ -1,21 +1,32 @@
 //! Kernel side of the black-hole tracer: one file per hook, all sharing the maps in `maps.rs`.
 //!
 //! The path of one connect attempt through the kernel side:
-//! - `cgroup_connect.rs`      `connect()` entry: remember the namespace and the address the app dialled.
-//! - `inet_sock_set_state.rs` `CLOSE -> SYN_SENT` opens an attempt; leaving `SYN_SENT` answers or closes it.
-//! - `tcp_retransmit_skb.rs`  every SYN retransmit is counted and sent live (the black hole, as it happens).
-//! - `tcp_receive_reset.rs`   a RST in `SYN_SENT` is remembered, to tell "refused by RST" from ICMP.
-//! - `inet_sk_error_report.rs` the errno the kernel reports on close ends the attempt (refused,
-//!                            unreachable, timed out).
-//! - `sys_exit_connect.rs`    a `connect()` that fails by itself: the errno is its return value (an
-//!                            ICMP handled inside the syscall, no route, no free local port).
-//! - `tcp_destroy_sock.rs`    a socket freed with no error reported was abandoned by its application.
+//! - `cgroup_connect.rs`: `connect()` entry; remember the namespace and the address the app dialled.
+//! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` opens an attempt; leaving `SYN_SENT` answers or
+//!   closes it.
+//! - `tcp_retransmit_skb.rs`: every SYN retransmit is counted and sent live (the black hole, as it
+//!   happens).
+//! - `tcp_receive_reset.rs`: a RST in `SYN_SENT` is remembered, to tell "refused by RST" from ICMP.
+//! - `inet_sk_error_report.rs`: the errno the kernel reports ends the attempt (refused, unreachable,
+//!   timed out), or an ICMP error queued while the app held the socket is remembered.
+//! - `sys_exit_connect.rs`: a `connect()` that fails by itself; the errno is its return value (an
+//!   ICMP handled inside the syscall, no route, no free local port).
+//! - `tcp_destroy_sock.rs`: a socket freed with no error reported was abandoned by its application.
 //!
 //! Only tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node, and
-//! tracepoints are a stable ABI. Field offsets are those of the `format` files of kernel 6.18; userspace
-//! checks them against the running kernel before loading (see `tracer/src/kernel/tracepoint_format.rs`).
+//! tracepoints are a stable ABI. Field offsets are those of the `format` files of kernel 6.18
+//! (`tracer_common::tracepoint`); userspace checks them against the running kernel before loading
+//! (`tracer/src/kernel/preflight.rs`) and reads `struct sock` offsets from its BTF.
 #![no_std]
 #![no_main]
+#![expect(
+    clippy::needless_pass_by_value,
+    reason = "program entry points take their context by value (aya's macros)"
+)]
+#![expect(
+    clippy::needless_borrows_for_generic_args,
+    reason = "map keys and values go by reference so large ones are not copied on the 512-byte BPF stack"
+)]
 
 mod cgroup_connect;
 mod inet_sk_error_report;

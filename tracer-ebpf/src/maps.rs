@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Attempt, ConnectEvent, Endpoint, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS, MAX_CONNECTING, MAX_DIALED,
-    MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+    Attempt, ConnectEvent, Endpoint, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
+    MAX_CONNECTING, MAX_DIALED, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
 };
 
 /// Records for userspace: only attempts that need attention.
@@ -18,7 +18,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
 #[map]
 pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
 
-/// What `connect()` was called with, by pid_tgid, until the same syscall puts the socket in `SYN_SENT`.
+/// What `connect()` was called with, by `pid_tgid`, until the same syscall puts the socket in `SYN_SENT`.
 #[map]
 pub static DIALED: LruHashMap<u64, Endpoint> = LruHashMap::with_max_entries(MAX_DIALED, 0);
 
@@ -42,8 +42,12 @@ static FILTER: KernelFilter = KernelFilter { netns_cookie: 0 };
 
 /// Set by userspace before load from the running kernel's BTF.
 #[unsafe(no_mangle)]
-static SOCK_OFFSETS: SockOffsets =
-    SockOffsets { sk_err: 0, sk_error_queue: 0, skb_cb: 0, exterr_ee: 0 };
+static SOCK_OFFSETS: SockOffsets = SockOffsets {
+    sk_err: 0,
+    sk_error_queue: 0,
+    skb_cb: 0,
+    exterr_ee: 0,
+};
 
 pub fn sock_offsets() -> SockOffsets {
     // SAFETY: as for FILTER.
@@ -71,7 +75,12 @@ pub fn now_ns() -> u64 {
 pub fn emit(kind: u32, error: i32, attempt: &Attempt) {
     match EVENTS.reserve::<ConnectEvent>(0) {
         Some(mut entry) => {
-            entry.write(ConnectEvent { kind, error, event_ns: now_ns(), attempt: *attempt });
+            entry.write(ConnectEvent {
+                kind,
+                error,
+                event_ns: now_ns(),
+                attempt: *attempt,
+            });
             entry.submit(0);
             count(counter::EVENTS_SENT);
         }

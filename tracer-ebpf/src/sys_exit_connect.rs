@@ -68,7 +68,9 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
 /// The attempt closed during this very syscall without an error report: end it with the errno.
 fn end_in_syscall(sock: u64, error: i32) {
     // SAFETY: map value pointer used before the remove below.
-    let Some(attempt) = (unsafe { ATTEMPTS.get(&sock) }) else { return };
+    let Some(attempt) = (unsafe { ATTEMPTS.get(&sock) }) else {
+        return;
+    };
     if attempt.closed_ns == 0 {
         return;
     }

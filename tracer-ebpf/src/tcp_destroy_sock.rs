@@ -17,7 +17,9 @@ use tracer_common::tracepoint::skaddr_only::SKADDR;
 #[tracepoint]
 pub fn tcp_destroy_sock(ctx: TracePointContext) -> u32 {
     let sock: u64 = read(&ctx, SKADDR);
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return 0 };
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        return 0;
+    };
     // SAFETY: map value pointer from a successful lookup, used before the remove below.
     let attempt = unsafe { &mut *attempt };
     if attempt.flags & FLAG_ANSWERED == 0 {

@@ -2,8 +2,8 @@
 //! signal of a black hole, so each one is sent to userspace at once (`unanswered`, updated per SYN).
 //! Retransmits in other states return after one field read.
 //!
-//! Fields (format file of 6.18): skbaddr@8 skaddr@16 state@24 sport@28 dport@30 family@32 saddr@34
-//! daddr@38 saddr_v6@42 daddr_v6@58 err@76.
+//! Fields (format file of 6.18, offsets in `tracer_common::tracepoint`): `skaddr`, `state` and the
+//! address block.
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use tracer_common::EVENT_SYN_RETRANSMIT;
 
@@ -23,7 +23,9 @@ pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let sock: u64 = read(&ctx, SKADDR);
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else { return 0 };
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        return 0;
+    };
     // SAFETY: map value pointer from a successful lookup; the retransmit timer holds the socket lock.
     let attempt = unsafe { &mut *attempt };
     let addrs = read_addrs(&ctx, &ADDRS);

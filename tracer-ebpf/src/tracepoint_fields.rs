@@ -29,5 +29,11 @@ pub fn read_addrs(ctx: &TracePointContext, off: &AddrBlock) -> Addrs {
         saddr[..4].copy_from_slice(&s);
         daddr[..4].copy_from_slice(&d);
     }
-    Addrs { family, sport: read(ctx, off.sport), dport: read(ctx, off.dport), saddr, daddr }
+    Addrs {
+        family,
+        sport: read(ctx, off.sport),
+        dport: read(ctx, off.dport),
+        saddr,
+        daddr,
+    }
 }

@@ -44,6 +44,21 @@ pub struct TraceArgs {
     /// How often to report healthy-connect counts and tracer stats.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
     pub stats_interval: Duration,
+    /// Network namespace whose conntrack table holds the Service NAT (kube-proxy's): `host` (the
+    /// node), an `ip netns` name, a path or `pid:N`.
+    #[arg(long, value_name = "NS", default_value = "host")]
+    pub conntrack_netns: String,
+    /// Window of the per-Service view (`service` records).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    pub service_window: Duration,
+    /// Report conntrack entries still `SYN_SENT` `[UNREPLIED]` after this long (`stale_nat` records).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_seconds)]
+    pub stale_after: Duration,
+    /// Most connect attempts followed at once in the kernel (its memory bound). Attempts beyond it
+    /// are counted as dropped.
+    #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub max_attempts: u32,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
@@ -69,7 +84,9 @@ pub enum Format {
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("'{s}' must be a positive number of seconds"));
     }

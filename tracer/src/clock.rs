@@ -10,7 +10,9 @@ pub struct KernelClock {
 impl KernelClock {
     pub fn new() -> KernelClock {
         let mono = monotonic_now_ns();
-        KernelClock { boot: SystemTime::now() - Duration::from_nanos(mono) }
+        KernelClock {
+            boot: SystemTime::now() - Duration::from_nanos(mono),
+        }
     }
 
     pub fn wall(self, ktime_ns: u64) -> SystemTime {
@@ -20,10 +22,13 @@ impl KernelClock {
 
 /// The kernel's `CLOCK_MONOTONIC`, the clock of `bpf_ktime_get_ns`.
 pub fn monotonic_now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
-    ts.tv_sec.cast_unsigned() * 1_000_000_000 + ts.tv_nsec.cast_unsigned()
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
 }
 
 /// RFC 3339 UTC with milliseconds, as in every record's `time`.

@@ -4,6 +4,11 @@ use std::net::{IpAddr, SocketAddr};
 
 use tracer_common::FLAG_DIALED_KNOWN;
 
+use crate::conntrack::{
+    events::DestroyedNat,
+    netlink::{Conntrack, Direction},
+};
+
 use crate::{
     clock::{KernelClock, rfc3339},
     decode::{comm_to_string, ip_from_kernel},
@@ -18,13 +23,27 @@ pub struct Enricher {
     pub clock: KernelClock,
     pub netns: NetnsNames,
     pub identities: Identities,
+    /// The node's conntrack table, for the backend behind a Service address; None if unavailable.
+    pub conntrack: Option<Conntrack>,
+    /// Entries conntrack already destroyed (a RST kills an unanswered entry at once).
+    pub destroyed: Option<DestroyedNat>,
+}
+
+/// The Service a connect meant and the backend it was sent to, when load balancing was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceBackend {
+    pub service: SocketAddr,
+    pub backend: SocketAddr,
 }
 
 /// Socket destination, and the dialled one when known and different.
 pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
     let a = &flow.attempt;
     let unspecified = IpAddr::from([0u8; 4]);
-    let dst = SocketAddr::new(ip_from_kernel(a.family, a.daddr).unwrap_or(unspecified), a.dport);
+    let dst = SocketAddr::new(
+        ip_from_kernel(a.family, a.daddr).unwrap_or(unspecified),
+        a.dport,
+    );
     let dialed = (a.flags & FLAG_DIALED_KNOWN != 0)
         .then(|| ip_from_kernel(a.family, a.dialed_addr))
         .flatten()
@@ -34,13 +53,49 @@ pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
 }
 
 impl Enricher {
-    pub fn connect_record(&mut self, flow: &Flow) -> ConnectRecord {
+    /// Socket-level LB: the app dialled the Service, the socket holds the backend. Otherwise ask
+    /// conntrack whether the socket's destination was DNAT'd (kube-proxy) and to which backend.
+    pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
+        let (dst, dialed) = destinations(flow);
+        if let Some(service) = dialed {
+            return Some(ServiceBackend {
+                service,
+                backend: dst,
+            });
+        }
+        let a = &flow.attempt;
+        if a.sport == 0 {
+            return None;
+        }
+        let src = SocketAddr::new(ip_from_kernel(a.family, a.saddr)?, a.sport);
+        let original = Direction { src, dst };
+        let live = self
+            .conntrack
+            .as_mut()
+            .and_then(|c| c.get(original).ok().flatten());
+        let backend = match live.and_then(|entry| entry.backend()) {
+            Some(backend) => backend,
+            None => self.destroyed.as_mut()?.backend_of(original)?,
+        };
+        Some(ServiceBackend {
+            service: dst,
+            backend,
+        })
+    }
+
+    pub fn connect_record(&mut self, flow: &Flow, via: Option<ServiceBackend>) -> ConnectRecord {
         let a = &flow.attempt;
         let (dst, dialed) = destinations(flow);
         let unspecified = IpAddr::from([0u8; 4]);
-        let src = SocketAddr::new(ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified), a.sport);
+        let src = SocketAddr::new(
+            ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified),
+            a.sport,
+        );
         let waited = flow.syn_sent_for();
-        let shown_dst = dialed.map_or_else(|| dst.to_string(), |d| format!("{d} (backend {dst})"));
+        let shown_dst = via.map_or_else(
+            || dst.to_string(),
+            |v| format!("backend {} of Service {}", v.backend, v.service),
+        );
         ConnectRecord {
             time: rfc3339(self.clock.wall(flow.at_ns)),
             verdict: flow.verdict.name().into(),
@@ -49,6 +104,8 @@ impl Enricher {
             src: src.to_string(),
             dst: dst.to_string(),
             dialed: dialed.map(|d| d.to_string()),
+            service: via.map(|v| v.service.to_string()),
+            backend: via.map(|v| v.backend.to_string()),
             syns: a.syn_count,
             syn_sent_ms: waited.as_millis() as u64,
             errno: (flow.error != 0).then(|| errno_name(flow.error)),
@@ -60,7 +117,13 @@ impl Enricher {
             netns_cookie: a.netns_cookie,
             flow: format!("{:x}-{:x}", a.sock, a.start_ns),
             explanation: flow.verdict.explain(&shown_dst, a.syn_count, waited),
-            identity: self.identities.connect(a.cgroup_id, src, dst, dialed, flow.verdict),
+            identity: self.identities.connect(
+                a.cgroup_id,
+                src,
+                via.map_or(dst, |v| v.backend),
+                via.map(|v| v.service),
+                flow.verdict,
+            ),
         }
     }
 }

@@ -40,11 +40,15 @@ impl Cidr {
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u128::from(net) & mask == u128::from(ip) & mask
             }
             _ => false,
@@ -91,14 +95,26 @@ mod tests {
 
     #[test]
     fn bad_cidrs_are_clear_errors() {
-        assert!(matches!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::PrefixTooLong { .. })));
-        assert!(matches!("banana".parse::<Cidr>(), Err(CidrError::Syntax(_))));
-        assert!(matches!("10.0.0.0/x".parse::<Cidr>(), Err(CidrError::Syntax(_))));
+        assert!(matches!(
+            "10.0.0.0/33".parse::<Cidr>(),
+            Err(CidrError::PrefixTooLong { .. })
+        ));
+        assert!(matches!(
+            "banana".parse::<Cidr>(),
+            Err(CidrError::Syntax(_))
+        ));
+        assert!(matches!(
+            "10.0.0.0/x".parse::<Cidr>(),
+            Err(CidrError::Syntax(_))
+        ));
     }
 
     #[test]
     fn filter_matches_socket_or_dialled_destination() {
-        let f = DestinationFilter { cidrs: vec!["10.96.0.0/12".parse().expect("cidr")], ports: vec![80] };
+        let f = DestinationFilter {
+            cidrs: vec!["10.96.0.0/12".parse().expect("cidr")],
+            ports: vec![80],
+        };
         assert!(f.matches(&[(ip("10.244.1.5"), 8080), (ip("10.96.0.10"), 80)]));
         assert!(!f.matches(&[(ip("10.96.0.10"), 443)]));
         assert!(DestinationFilter::default().matches(&[(ip("192.0.2.1"), 1)]));

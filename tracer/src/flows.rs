@@ -30,7 +30,11 @@ pub struct Flow {
 impl Flow {
     /// Time spent in `SYN_SENT` up to this update.
     pub fn syn_sent_for(&self) -> Duration {
-        let end = if self.attempt.closed_ns != 0 { self.attempt.closed_ns } else { self.at_ns };
+        let end = if self.attempt.closed_ns != 0 {
+            self.attempt.closed_ns
+        } else {
+            self.at_ns
+        };
         Duration::from_nanos(end.saturating_sub(self.attempt.start_ns))
     }
 }
@@ -48,20 +52,40 @@ impl FlowTable {
         match event {
             KernelEvent::SynRetransmit { at_ns, attempt } => {
                 self.open.insert((attempt.sock, attempt.start_ns), at_ns);
-                Flow { attempt, verdict: Verdict::Unanswered, is_final: false, error: 0, at_ns }
+                Flow {
+                    attempt,
+                    verdict: Verdict::Unanswered,
+                    is_final: false,
+                    error: 0,
+                    at_ns,
+                }
             }
-            KernelEvent::ConnectEnd { at_ns, error, attempt } => {
+            KernelEvent::ConnectEnd {
+                at_ns,
+                error,
+                attempt,
+            } => {
                 self.open.remove(&(attempt.sock, attempt.start_ns));
                 // An ICMP error held in sk_err_soft is what the application was told (SO_ERROR)
                 // when it closed the socket: that, not "abandoned", is the end of the attempt.
-                let error = if error == 0 { attempt.soft_error } else { error };
+                let error = if error == 0 {
+                    attempt.soft_error
+                } else {
+                    error
+                };
                 let verdict = Verdict::of_end(
                     attempt.flags & FLAG_ANSWERED != 0,
                     error,
                     attempt.flags & FLAG_RST_RECEIVED != 0,
                     attempt.syn_count,
                 );
-                Flow { attempt, verdict, is_final: true, error, at_ns }
+                Flow {
+                    attempt,
+                    verdict,
+                    is_final: true,
+                    error,
+                    at_ns,
+                }
             }
         }
     }
@@ -75,7 +99,8 @@ impl FlowTable {
     pub fn expire(&mut self, now_ns: u64) {
         let ttl = OPEN_FLOW_TTL.as_nanos() as u64;
         let before = self.open.len();
-        self.open.retain(|_, last| now_ns.saturating_sub(*last) < ttl);
+        self.open
+            .retain(|_, last| now_ns.saturating_sub(*last) < ttl);
         self.expired += (before - self.open.len()) as u64;
     }
 }
@@ -86,18 +111,30 @@ mod tests {
     use crate::verdict::RefusedBy;
 
     fn attempt(sock: u64, syns: u16) -> Attempt {
-        Attempt { sock, start_ns: 1_000, syn_count: syns, ..Attempt::default() }
+        Attempt {
+            sock,
+            start_ns: 1_000,
+            syn_count: syns,
+            ..Attempt::default()
+        }
     }
 
     #[test]
     fn retransmit_opens_a_live_unanswered_flow_and_the_end_closes_it() {
         let mut table = FlowTable::default();
-        let live = table.apply(KernelEvent::SynRetransmit { at_ns: 2_000, attempt: attempt(7, 2) });
+        let live = table.apply(KernelEvent::SynRetransmit {
+            at_ns: 2_000,
+            attempt: attempt(7, 2),
+        });
         assert_eq!((live.verdict, live.is_final), (Verdict::Unanswered, false));
         assert_eq!(table.open_count(), 1);
         let mut a = attempt(7, 3);
         a.closed_ns = 3_000_001_000;
-        let end = table.apply(KernelEvent::ConnectEnd { at_ns: 3_000_001_000, error: 0, attempt: a });
+        let end = table.apply(KernelEvent::ConnectEnd {
+            at_ns: 3_000_001_000,
+            error: 0,
+            attempt: a,
+        });
         assert_eq!((end.verdict, end.is_final), (Verdict::Abandoned, true));
         assert_eq!(end.syn_sent_for(), Duration::from_secs(3));
         assert_eq!(table.open_count(), 0);
@@ -108,7 +145,11 @@ mod tests {
         let mut table = FlowTable::default();
         let mut a = attempt(1, 1);
         a.flags = FLAG_RST_RECEIVED;
-        let end = table.apply(KernelEvent::ConnectEnd { at_ns: 5, error: libc::ECONNREFUSED, attempt: a });
+        let end = table.apply(KernelEvent::ConnectEnd {
+            at_ns: 5,
+            error: libc::ECONNREFUSED,
+            attempt: a,
+        });
         assert_eq!(end.verdict, Verdict::Refused { by: RefusedBy::Rst });
     }
 
@@ -117,15 +158,27 @@ mod tests {
         let mut table = FlowTable::default();
         let mut a = attempt(1, 1);
         a.soft_error = libc::ECONNREFUSED;
-        let end = table.apply(KernelEvent::ConnectEnd { at_ns: 5, error: 0, attempt: a });
-        assert_eq!(end.verdict, Verdict::Refused { by: RefusedBy::Icmp });
+        let end = table.apply(KernelEvent::ConnectEnd {
+            at_ns: 5,
+            error: 0,
+            attempt: a,
+        });
+        assert_eq!(
+            end.verdict,
+            Verdict::Refused {
+                by: RefusedBy::Icmp
+            }
+        );
         assert_eq!(end.error, libc::ECONNREFUSED);
     }
 
     #[test]
     fn open_flows_without_an_end_expire_and_are_counted() {
         let mut table = FlowTable::default();
-        table.apply(KernelEvent::SynRetransmit { at_ns: 0, attempt: attempt(1, 2) });
+        table.apply(KernelEvent::SynRetransmit {
+            at_ns: 0,
+            attempt: attempt(1, 2),
+        });
         table.expire(OPEN_FLOW_TTL.as_nanos() as u64 - 1);
         assert_eq!(table.open_count(), 1);
         table.expire(OPEN_FLOW_TTL.as_nanos() as u64);

@@ -3,7 +3,7 @@
 use std::{
     fs::File,
     io::{self, BufWriter, Write},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -13,6 +13,12 @@ use tracer_common::{KernelFilter, counter};
 use crate::{
     cli::{Format, TraceArgs},
     clock::{KernelClock, monotonic_now_ns, rfc3339},
+    conntrack::{
+        dumper::{DumpResult, Dumper},
+        events::DestroyedNat,
+        netlink::Conntrack,
+        services::ServiceView,
+    },
     decode::{comm_to_string, decode, ip_from_kernel},
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
@@ -24,6 +30,15 @@ use crate::{
     sink::{Sink, json::JsonSink, text::TextSink},
 };
 
+/// `host` means the tracer's own namespace (the node's); anything else is resolved like `--netns`.
+fn conntrack_netns_path(spec: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if spec == "host" {
+        return Ok(None);
+    }
+    netns::resolve(spec)?;
+    Ok(Some(netns::spec_path(spec)))
+}
+
 /// Why the loop ended without an error.
 enum Stop {
     Signal,
@@ -33,12 +48,17 @@ enum Stop {
 }
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
+    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
+    let signals = Signals::install()?;
     let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
     let identities = identities(&args).await?;
-    let filter = KernelFilter { netns_cookie: netns.as_ref().map_or(0, |n| n.cookie) };
+    let filter = KernelFilter {
+        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+    };
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
-            File::create(path).with_context(|| format!("creating output file {}", path.display()))?,
+            File::create(path)
+                .with_context(|| format!("creating output file {}", path.display()))?,
         ),
         None => Box::new(io::stdout().lock()),
     };
@@ -48,21 +68,44 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         Format::Text => Box::new(TextSink::new(out)),
     };
 
-    let mut kernel = KernelSide::load(filter)?;
+    let conntrack_netns = conntrack_netns_path(&args.conntrack_netns)?;
+    let conntrack = Conntrack::open(conntrack_netns.as_deref())
+        .map_err(|e| eprintln!("tracer: warning: no Service backends: {e}"))
+        .ok();
+    let destroyed = DestroyedNat::open(conntrack_netns.as_deref())
+        .map_err(|e| eprintln!("tracer: warning: no backends for refused Service connects: {e}"))
+        .ok();
+    let dumper = Dumper::start(conntrack_netns, args.stats_interval, args.stale_after);
+    let mut kernel = KernelSide::load(filter, args.max_attempts)?;
     let mut pipeline = Pipeline {
         flows: FlowTable::default(),
-        enricher: Enricher { clock: KernelClock::new(), netns: NetnsNames::new(), identities },
-        filter: DestinationFilter { cidrs: args.dst.clone(), ports: args.port.clone() },
+        enricher: Enricher {
+            clock: KernelClock::new(),
+            netns: NetnsNames::new(),
+            conntrack,
+            destroyed,
+            identities,
+        },
+        services: ServiceView::new(args.service_window),
+        dumper,
+        filter: DestinationFilter {
+            cidrs: args.dst.clone(),
+            ports: args.port.clone(),
+        },
         events: 0,
         decode_errors: 0,
         reported_drops: 0,
+        conntrack_failed: false,
     };
     eprintln!(
         "tracer: attached; following TCP connects in {} (Ctrl-C to stop)",
-        netns.as_ref().map_or_else(|| "every network namespace".to_string(), |n| format!("netns {}", n.name))
+        netns.as_ref().map_or_else(
+            || "every network namespace".to_string(),
+            |n| format!("netns {}", n.name)
+        )
     );
 
-    let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args).await;
+    let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args, signals).await;
     let stop = match stop {
         Err(e) if is_broken_pipe(&e) => Stop::BrokenPipe,
         other => other?,
@@ -92,9 +135,8 @@ async fn event_loop(
     pipeline: &mut Pipeline,
     sink: &mut dyn Sink,
     args: &TraceArgs,
+    mut signals: Signals,
 ) -> anyhow::Result<Stop> {
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
@@ -102,8 +144,8 @@ async fn event_loop(
     loop {
         tokio::select! {
             biased;
-            _ = sigint.recv() => return Ok(Stop::Signal),
-            _ = sigterm.recv() => return Ok(Stop::Signal),
+            _ = signals.interrupt.recv() => return Ok(Stop::Signal),
+            _ = signals.terminate.recv() => return Ok(Stop::Signal),
             () = &mut deadline => return Ok(Stop::Duration),
             guard = kernel.ring.readable_mut() => {
                 let mut guard = guard.context("waiting on the ring buffer")?;
@@ -117,6 +159,9 @@ async fn event_loop(
                 for record in pipeline.healthy_records(kernel) {
                     sink.write(&record)?;
                 }
+                for record in pipeline.service_records() {
+                    sink.write(&record)?;
+                }
                 let stats = pipeline.stats(kernel, false);
                 pipeline.warn_on_new_drops(&stats.dropped);
                 sink.write(&Record::Stats(stats))?;
@@ -126,14 +171,33 @@ async fn event_loop(
     }
 }
 
+/// Ctrl-C and SIGTERM end the loop; the programs detach when `KernelSide` drops.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+}
+
 /// Everything between the ring buffer and the sink.
 struct Pipeline {
     flows: FlowTable,
     enricher: Enricher,
+    services: ServiceView,
+    dumper: Dumper,
     filter: DestinationFilter,
     events: u64,
     decode_errors: u64,
     reported_drops: u64,
+    /// A conntrack dump failure is said once, not every interval.
+    conntrack_failed: bool,
 }
 
 /// Takes every record currently in the ring buffer through the pipeline.
@@ -150,7 +214,15 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
                 let mut dests = vec![(dst.ip(), dst.port())];
                 dests.extend(dialed.map(|d| (d.ip(), d.port())));
                 if pipeline.filter.matches(&dests) {
-                    sink.write(&Record::Connect(pipeline.enricher.connect_record(&flow)))?;
+                    let via = pipeline.enricher.service_backend(&flow);
+                    if let (Some(v), true) = (via, flow.is_final) {
+                        let verdict = flow.verdict.name();
+                        pipeline
+                            .services
+                            .record(Instant::now(), v.service, v.backend, verdict);
+                    }
+                    let record = pipeline.enricher.connect_record(&flow, via);
+                    sink.write(&Record::Connect(record))?;
                 }
             }
             Err(_) => pipeline.decode_errors += 1,
@@ -160,13 +232,48 @@ fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) 
 }
 
 impl Pipeline {
-    #[allow(clippy::cast_precision_loss, reason = "a mean in ms: totals stay far below 2^52 ns")]
+    /// Takes what the conntrack thread found since the last tick, then the per-Service view.
+    fn service_records(&mut self) -> Vec<Record> {
+        let mut records = Vec::new();
+        while let Ok(result) = self.dumper.results.try_recv() {
+            match result {
+                DumpResult::Summary {
+                    at,
+                    answered,
+                    stale,
+                } => {
+                    for (service, backend, n) in answered {
+                        if self.filter.matches(&[(service.ip(), service.port())]) {
+                            self.services.established(at, service, backend, n);
+                        }
+                    }
+                    records.extend(stale.into_iter().map(Record::StaleNat));
+                }
+                DumpResult::Failed(e) if !self.conntrack_failed => {
+                    eprintln!("tracer: warning: conntrack dump failed: {e}");
+                    self.conntrack_failed = true;
+                }
+                DumpResult::Failed(_) => {}
+            }
+        }
+        let time = rfc3339(std::time::SystemTime::now());
+        let services = self.services.records(Instant::now(), &time);
+        records.extend(services.into_iter().map(Record::Service));
+        records
+    }
+
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a mean in milliseconds needs no 64-bit precision"
+    )]
     fn healthy_records(&mut self, kernel: &mut KernelSide) -> Vec<Record> {
         let time = rfc3339(std::time::SystemTime::now());
         let mut records = Vec::new();
         for (key, stats) in kernel.healthy.deltas() {
             let endpoint = key.dst;
-            let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else { continue };
+            let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else {
+                continue;
+            };
             if !self.filter.matches(&[(ip, endpoint.port)]) {
                 continue;
             }
@@ -204,6 +311,7 @@ impl Pipeline {
                 healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
                 decode_errors: self.decode_errors,
                 expired_flows: self.flows.expired,
+                conntrack_events_lost: self.enricher.destroyed.as_ref().map_or(0, |d| d.lost),
             },
             is_final,
         }
@@ -235,7 +343,8 @@ async fn identities(args: &TraceArgs) -> anyhow::Result<Identities> {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    e.downcast_ref::<io::Error>()
+        .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
 fn ignore_broken_pipe(r: io::Result<()>) -> io::Result<()> {

@@ -7,6 +7,7 @@
 //! `identity/` names what enrich sees: pods, Services, nodes, cgroups, and the cluster-state verdicts.
 mod cli;
 mod clock;
+mod conntrack;
 mod decode;
 mod enrich;
 mod filter;
@@ -25,7 +26,10 @@ use clap::Parser as _;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tracer: error: cannot start the event loop: {e}");

@@ -20,11 +20,15 @@ const SO_NETNS_COOKIE: libc::c_int = 71;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
-    #[error("unknown network namespace '{spec}': no {path} (see `ip netns list`; a path or pid:N also works)")]
+    #[error(
+        "unknown network namespace '{spec}': no {path} (see `ip netns list`; a path or pid:N also works)"
+    )]
     Unknown { spec: String, path: PathBuf },
     #[error("cannot enter network namespace {path}: {source} (needs CAP_SYS_ADMIN)")]
     Enter { path: PathBuf, source: io::Error },
-    #[error("cannot read the cookie of network namespace {path}: {source} (kernel 5.14 or later needed)")]
+    #[error(
+        "cannot read the cookie of network namespace {path}: {source} (kernel 5.14 or later needed)"
+    )]
     Cookie { path: PathBuf, source: io::Error },
 }
 
@@ -39,15 +43,26 @@ pub struct Netns {
 pub fn resolve(spec: &str) -> Result<Netns, NetnsError> {
     let path = spec_path(spec);
     if !path.exists() {
-        return Err(NetnsError::Unknown { spec: spec.into(), path });
+        return Err(NetnsError::Unknown {
+            spec: spec.into(),
+            path,
+        });
     }
     let cookie = cookies_of(std::slice::from_ref(&path))
         .pop()
-        .unwrap_or_else(|| Err(NetnsError::Unknown { spec: spec.into(), path: path.clone() }))?;
-    Ok(Netns { name: spec.into(), cookie })
+        .unwrap_or_else(|| {
+            Err(NetnsError::Unknown {
+                spec: spec.into(),
+                path: path.clone(),
+            })
+        })?;
+    Ok(Netns {
+        name: spec.into(),
+        cookie,
+    })
 }
 
-fn spec_path(spec: &str) -> PathBuf {
+pub fn spec_path(spec: &str) -> PathBuf {
     if spec == "host" {
         PathBuf::from("/proc/1/ns/net")
     } else if let Some(pid) = spec.strip_prefix("pid:") {
@@ -68,13 +83,19 @@ fn cookies_of(paths: &[PathBuf]) -> Vec<Result<u64, NetnsError>> {
 }
 
 fn cookie_in(path: &Path) -> Result<u64, NetnsError> {
-    let enter = |source| NetnsError::Enter { path: path.into(), source };
+    let enter = |source| NetnsError::Enter {
+        path: path.into(),
+        source,
+    };
     let ns = File::open(path).map_err(enter)?;
     // SAFETY: setns on a valid namespace fd; it only moves this (disposable) thread.
     if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(enter(io::Error::last_os_error()));
     }
-    let cookie_err = |source| NetnsError::Cookie { path: path.into(), source };
+    let cookie_err = |source| NetnsError::Cookie {
+        path: path.into(),
+        source,
+    };
     let sock = std::net::UdpSocket::bind("127.0.0.1:0")
         .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))
         .map_err(cookie_err)?;
@@ -107,7 +128,10 @@ const RESCAN_INTERVAL: Duration = Duration::from_secs(2);
 
 impl NetnsNames {
     pub fn new() -> NetnsNames {
-        let mut names = NetnsNames { by_cookie: HashMap::new(), last_scan: None };
+        let mut names = NetnsNames {
+            by_cookie: HashMap::new(),
+            last_scan: None,
+        };
         names.rescan();
         names
     }
@@ -117,11 +141,16 @@ impl NetnsNames {
             return "unknown".into();
         }
         if !self.by_cookie.contains_key(&cookie)
-            && self.last_scan.is_none_or(|t| t.elapsed() >= RESCAN_INTERVAL)
+            && self
+                .last_scan
+                .is_none_or(|t| t.elapsed() >= RESCAN_INTERVAL)
         {
             self.rescan();
         }
-        self.by_cookie.get(&cookie).cloned().unwrap_or_else(|| format!("netns:{cookie}"))
+        self.by_cookie
+            .get(&cookie)
+            .cloned()
+            .unwrap_or_else(|| format!("netns:{cookie}"))
     }
 
     fn rescan(&mut self) {
@@ -150,13 +179,20 @@ mod tests {
     fn spec_forms_map_to_paths() {
         assert_eq!(spec_path("host"), PathBuf::from("/proc/1/ns/net"));
         assert_eq!(spec_path("pid:42"), PathBuf::from("/proc/42/ns/net"));
-        assert_eq!(spec_path("/var/run/netns/x"), PathBuf::from("/var/run/netns/x"));
+        assert_eq!(
+            spec_path("/var/run/netns/x"),
+            PathBuf::from("/var/run/netns/x")
+        );
         assert_eq!(spec_path("cni-1234"), PathBuf::from("/run/netns/cni-1234"));
     }
 
     #[test]
     fn unknown_namespace_is_a_clear_error() {
         let err = resolve("no-such-namespace-here").expect_err("must not resolve");
-        assert!(err.to_string().contains("unknown network namespace 'no-such-namespace-here'"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("unknown network namespace 'no-such-namespace-here'"),
+            "{err}"
+        );
     }
 }

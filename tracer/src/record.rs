@@ -10,6 +10,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub enum Record {
     Connect(ConnectRecord),
     Healthy(HealthyRecord),
+    Service(ServiceRecord),
+    StaleNat(StaleNatRecord),
     Stats(StatsRecord),
 }
 
@@ -37,6 +39,13 @@ pub struct ConnectRecord {
     /// What the application passed to `connect()`, only when it differs from `dst`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialed: Option<String>,
+    /// The Service address the application meant, when load balancing was seen: the dialled address
+    /// (socket-level LB) or the socket's destination that conntrack DNAT'd (kube-proxy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The backend the connect was actually sent to, when `service` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     /// SYNs sent: 1 + retransmits.
     pub syns: u16,
     /// Time in `SYN_SENT` so far (live) or in all (final).
@@ -76,6 +85,52 @@ pub struct HealthyRecord {
     pub identity: crate::identity::Identity,
 }
 
+/// Per Service, per backend: the verdicts of the connects of the last `window_s` seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    pub time: String,
+    pub service: String,
+    pub window_s: u64,
+    /// Worst first.
+    pub backends: Vec<BackendShare>,
+    pub total: u64,
+    pub failing: u64,
+    pub failing_share: f64,
+    /// The line that ends the incident: `10.96.0.10:80 -> 10.244.1.30:8080 unanswered 48 of 100, ...`.
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendShare {
+    pub backend: String,
+    /// Count per verdict name (`established`, `abandoned`, `refused`, ...).
+    pub verdicts: std::collections::BTreeMap<String, u64>,
+    pub total: u64,
+    pub failing: u64,
+}
+
+/// A conntrack entry still in `SYN_SENT` with no reply (`[UNREPLIED]`) after the threshold: what
+/// `conntrack -E` shows raw, reported once per entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StaleNatRecord {
+    pub time: String,
+    pub original: Tuple,
+    pub reply: Tuple,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    pub state: String,
+    /// At least this old: first seen by the tracer this long ago.
+    pub age_s: u64,
+    pub explanation: String,
+}
+
+/// One direction of a conntrack entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tuple {
+    pub src: String,
+    pub dst: String,
+}
+
 /// Tracer health: totals since start, and everything that was lost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsRecord {
@@ -107,6 +162,9 @@ pub struct Dropped {
     pub decode_errors: u64,
     /// Open attempts whose end never arrived (forgotten after 5 minutes).
     pub expired_flows: u64,
+    /// Conntrack destroy events lost (receive buffer full): some refused connects lack a backend.
+    #[serde(default)]
+    pub conntrack_events_lost: u64,
 }
 
 impl Dropped {
@@ -116,6 +174,7 @@ impl Dropped {
             + self.healthy_map_full
             + self.decode_errors
             + self.expired_flows
+            + self.conntrack_events_lost
     }
 }
 
@@ -127,7 +186,10 @@ mod tests {
     fn lines_round_trip_through_json() {
         let line = Line {
             schema: SCHEMA_VERSION,
-            record: Record::Stats(StatsRecord { attempts: 3, ..StatsRecord::default() }),
+            record: Record::Stats(StatsRecord {
+                attempts: 3,
+                ..StatsRecord::default()
+            }),
         };
         let text = serde_json::to_string(&line).expect("serialize");
         assert!(text.starts_with(r#"{"schema":1,"kind":"stats","#), "{text}");

@@ -33,14 +33,20 @@ pub enum Verdict {
     Slow,
     /// Still open: at least one SYN retransmit and no answer yet (live).
     Unanswered,
-    Refused { by: RefusedBy },
-    Unreachable { kind: Unreachable },
+    Refused {
+        by: RefusedBy,
+    },
+    Unreachable {
+        kind: Unreachable,
+    },
     /// The kernel gave up retransmitting the SYN (`ETIMEDOUT`).
     TimedOut,
     /// The application closed the socket while it was still in `SYN_SENT`.
     Abandoned,
     /// Closed with another errno (e.g. `EACCES` from a local policy).
-    Failed { errno: i32 },
+    Failed {
+        errno: i32,
+    },
 }
 
 impl Verdict {
@@ -48,7 +54,11 @@ impl Verdict {
     /// and whether it was answered at all.
     pub fn of_end(answered: bool, error: i32, rst_received: bool, syn_count: u16) -> Verdict {
         if answered {
-            return if syn_count > 1 { Verdict::Slow } else { Verdict::Established };
+            return if syn_count > 1 {
+                Verdict::Slow
+            } else {
+                Verdict::Established
+            };
         }
         match error {
             0 if rst_received => Verdict::Refused { by: RefusedBy::Rst },
@@ -56,9 +66,15 @@ impl Verdict {
             libc::ECONNREFUSED | libc::ECONNRESET if rst_received => {
                 Verdict::Refused { by: RefusedBy::Rst }
             }
-            libc::ECONNREFUSED => Verdict::Refused { by: RefusedBy::Icmp },
-            libc::EHOSTUNREACH | libc::EHOSTDOWN => Verdict::Unreachable { kind: Unreachable::Host },
-            libc::ENETUNREACH | libc::ENETDOWN => Verdict::Unreachable { kind: Unreachable::Network },
+            libc::ECONNREFUSED => Verdict::Refused {
+                by: RefusedBy::Icmp,
+            },
+            libc::EHOSTUNREACH | libc::EHOSTDOWN => Verdict::Unreachable {
+                kind: Unreachable::Host,
+            },
+            libc::ENETUNREACH | libc::ENETDOWN => Verdict::Unreachable {
+                kind: Unreachable::Network,
+            },
             libc::ETIMEDOUT => Verdict::TimedOut,
             errno => Verdict::Failed { errno },
         }
@@ -82,14 +98,24 @@ impl Verdict {
     pub fn cause(self) -> Option<String> {
         match self {
             Verdict::Refused { by: RefusedBy::Rst } => Some("rst".into()),
-            Verdict::Refused { by: RefusedBy::Icmp } => Some("icmp".into()),
-            Verdict::Unreachable { kind: Unreachable::Host } => Some("host".into()),
-            Verdict::Unreachable { kind: Unreachable::Network } => Some("network".into()),
+            Verdict::Refused {
+                by: RefusedBy::Icmp,
+            } => Some("icmp".into()),
+            Verdict::Unreachable {
+                kind: Unreachable::Host,
+            } => Some("host".into()),
+            Verdict::Unreachable {
+                kind: Unreachable::Network,
+            } => Some("network".into()),
             Verdict::Failed { errno } => Some(errno_name(errno)),
             _ => None,
         }
     }
 
+    #[allow(
+        dead_code,
+        reason = "ranks rows in the TUI and `summary` (issue 6), landing next"
+    )]
     /// How bad it is, for ranking: black holes first, then refusals, then slowness.
     #[allow(dead_code, reason = "ranking for the TUI, built on another branch")]
     pub fn severity(self) -> u8 {
@@ -120,24 +146,32 @@ impl Verdict {
                 "The application gave up after {t} and {syns} SYNs with no answer from {dst}: the SYN \
                  left and nothing came back (a black hole, not a refusal)."
             ),
-            Verdict::TimedOut => format!(
-                "The kernel gave up after {syns} SYNs over {t}: {dst} never answered."
-            ),
+            Verdict::TimedOut => {
+                format!("The kernel gave up after {syns} SYNs over {t}: {dst} never answered.")
+            }
             Verdict::Refused { by: RefusedBy::Rst } => format!(
                 "{dst} answered with a RST: the host is up but nothing listens on that port."
             ),
-            Verdict::Refused { by: RefusedBy::Icmp } => format!(
+            Verdict::Refused {
+                by: RefusedBy::Icmp,
+            } => format!(
                 "Refused by an ICMP port-unreachable, no RST: a REJECT rule on the path turned the \
                  SYN to {dst} away (kube-proxy rejects a Service with no endpoints this way)."
             ),
-            Verdict::Unreachable { kind: Unreachable::Host } => format!(
+            Verdict::Unreachable {
+                kind: Unreachable::Host,
+            } => format!(
                 "No host at {dst}: nothing answered ARP/neighbour discovery or an ICMP \
                  host-unreachable came back. The address is gone."
             ),
-            Verdict::Unreachable { kind: Unreachable::Network } => {
+            Verdict::Unreachable {
+                kind: Unreachable::Network,
+            } => {
                 format!("No route to the network of {dst}.")
             }
-            Verdict::Failed { errno: libc::EADDRNOTAVAIL } => format!(
+            Verdict::Failed {
+                errno: libc::EADDRNOTAVAIL,
+            } => format!(
                 "No free local port to connect to {dst} (EADDRNOTAVAIL): ephemeral ports are exhausted, \
                  usually by many short connections to one backend (TIME_WAIT)."
             ),
@@ -196,7 +230,9 @@ mod tests {
     fn econnrefused_without_rst_is_refused_by_icmp() {
         assert_eq!(
             Verdict::of_end(false, libc::ECONNREFUSED, false, 1),
-            Verdict::Refused { by: RefusedBy::Icmp }
+            Verdict::Refused {
+                by: RefusedBy::Icmp
+            }
         );
     }
 
@@ -215,19 +251,35 @@ mod tests {
     fn errnos_map_to_verdicts() {
         assert_eq!(
             Verdict::of_end(false, libc::EHOSTUNREACH, false, 3),
-            Verdict::Unreachable { kind: Unreachable::Host }
+            Verdict::Unreachable {
+                kind: Unreachable::Host
+            }
         );
         assert_eq!(
             Verdict::of_end(false, libc::ENETUNREACH, false, 1),
-            Verdict::Unreachable { kind: Unreachable::Network }
+            Verdict::Unreachable {
+                kind: Unreachable::Network
+            }
         );
-        assert_eq!(Verdict::of_end(false, libc::ETIMEDOUT, false, 7), Verdict::TimedOut);
-        assert_eq!(Verdict::of_end(false, libc::EACCES, false, 1), Verdict::Failed { errno: 13 });
+        assert_eq!(
+            Verdict::of_end(false, libc::ETIMEDOUT, false, 7),
+            Verdict::TimedOut
+        );
+        assert_eq!(
+            Verdict::of_end(false, libc::EACCES, false, 1),
+            Verdict::Failed { errno: 13 }
+        );
     }
 
     #[test]
     fn black_holes_rank_above_refusals() {
         assert!(Verdict::Abandoned.severity() > Verdict::Refused { by: RefusedBy::Rst }.severity());
-        assert!(Verdict::Refused { by: RefusedBy::Icmp }.severity() > Verdict::Slow.severity());
+        assert!(
+            Verdict::Refused {
+                by: RefusedBy::Icmp
+            }
+            .severity()
+                > Verdict::Slow.severity()
+        );
     }
 }

@@ -9,7 +9,33 @@ use crate::{
 
 pub fn all() -> anyhow::Result<()> {
     setup::build_tools()?;
-    run(cargo().args(["clippy", "--workspace", "--exclude", "tracer-ebpf", "--all-targets", "--", "-D", "warnings"]))?;
-    run(Command::new("rustup").args(["run", EBPF_NIGHTLY, "cargo", "clippy", "--package", "tracer-ebpf"])
-        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core", "--release", "--", "-D", "warnings"]))
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--exclude",
+        "tracer-ebpf",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(Command::new("rustup")
+        .args([
+            "run",
+            EBPF_NIGHTLY,
+            "cargo",
+            "clippy",
+            "--package",
+            "tracer-ebpf",
+        ])
+        .args([
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--release",
+            "--",
+            "-D",
+            "warnings",
+        ]))
 }

@@ -28,8 +28,15 @@ pub fn build_tools() -> anyhow::Result<()> {
 }
 
 fn nightly() -> anyhow::Result<()> {
-    let has_rust_src = succeeds(Command::new("rustup").args(["run", EBPF_NIGHTLY, "rustc", "--version"]))
-        && output(Command::new("rustup").args(["component", "list", "--installed", "--toolchain", EBPF_NIGHTLY]))
+    let has_rust_src =
+        succeeds(Command::new("rustup").args(["run", EBPF_NIGHTLY, "rustc", "--version"]))
+            && output(Command::new("rustup").args([
+                "component",
+                "list",
+                "--installed",
+                "--toolchain",
+                EBPF_NIGHTLY,
+            ]))
             .is_ok_and(|list| list.lines().any(|l| l.starts_with("rust-src")));
     if has_rust_src {
         return Ok(());
@@ -52,16 +59,22 @@ fn bpf_linker() -> anyhow::Result<()> {
     if installed {
         return Ok(());
     }
-    eprintln!("xtask: building bpf-linker {BPF_LINKER_VERSION} against {EBPF_NIGHTLY}'s LLVM (about 2 minutes)");
+    eprintln!(
+        "xtask: building bpf-linker {BPF_LINKER_VERSION} against {EBPF_NIGHTLY}'s LLVM (about 2 minutes)"
+    );
     // Debian's LLVM is too old; the nightly ships a libLLVM.so of the right major version. bpf-linker's
     // build looks for LLVM under LLVM_PREFIX/lib, so give it a folder of symlinks to that library.
-    let sysroot = output(Command::new("rustup").args(["run", EBPF_NIGHTLY, "rustc", "--print", "sysroot"]))?;
+    let sysroot =
+        output(Command::new("rustup").args(["run", EBPF_NIGHTLY, "rustc", "--print", "sysroot"]))?;
     let lib_dir = PathBuf::from(sysroot).join("lib");
     let lib = std::fs::read_dir(&lib_dir)
         .with_context(|| format!("listing {}", lib_dir.display()))?
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libLLVM.so")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libLLVM.so"))
+        })
         .with_context(|| format!("no libLLVM.so in {}", lib_dir.display()))?;
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let prefix = PathBuf::from(home).join(format!(".local/llvm-rust-{EBPF_NIGHTLY}"));
@@ -69,7 +82,9 @@ fn bpf_linker() -> anyhow::Result<()> {
     std::fs::create_dir_all(&prefix_lib)?;
     for name in [
         "libLLVM.so".to_string(),
-        lib.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        lib.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
     ] {
         let link = prefix_lib.join(name);
         let _ = std::fs::remove_file(&link);
@@ -78,7 +93,13 @@ fn bpf_linker() -> anyhow::Result<()> {
     }
     run(Command::new("cargo")
         .env("LLVM_PREFIX", &prefix)
-        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--locked"])
+        .args([
+            "install",
+            "bpf-linker",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--locked",
+        ])
         .args(["--no-default-features", "--features", LLVM_FEATURE]))
 }
 

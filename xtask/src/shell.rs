@@ -13,11 +13,17 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
 
 /// True if the command runs and exits 0; its output is discarded.
 pub fn succeeds(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
-    let out = cmd.stderr(Stdio::inherit()).output().with_context(|| format!("starting {cmd:?}"))?;
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("starting {cmd:?}"))?;
     if !out.status.success() {
         bail!("{cmd:?} failed: {}", out.status);
     }

@@ -11,12 +11,20 @@ use crate::{
 pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
     setup::all()?;
     if filter.is_none() {
-        run(cargo().args(["test", "--workspace", "--exclude", "tests", "--exclude", "tracer-ebpf"]))?;
+        run(cargo().args([
+            "test",
+            "--workspace",
+            "--exclude",
+            "tests",
+            "--exclude",
+            "tracer-ebpf",
+        ]))?;
     }
     run(cargo().args(["build", "--release", "--package", "tracer"]))?;
     let tracer = workspace_root()?.join("target/release/tracer");
     let mut cmd = cargo();
-    cmd.env("TRACER_BIN", tracer).args(["test", "--package", "tests", "--", "--test-threads=1"]);
+    cmd.env("TRACER_BIN", tracer)
+        .args(["test", "--package", "tests", "--", "--test-threads=1"]);
     if let Some(filter) = filter {
         cmd.arg(filter);
     }

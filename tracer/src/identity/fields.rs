@@ -25,7 +25,8 @@ pub struct Identity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub src_cgroup: Option<String>,
 
-    /// What was dialled (`dialed` when present, else `dst`) is this pod ...
+    /// What the connect meant (the Service address `service` when load balancing was seen, else
+    /// `dst`) is this pod ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_pod: Option<String>,
     /// ... in this namespace (the Service's namespace when `dst` is a Service IP).
@@ -39,7 +40,7 @@ pub struct Identity {
     /// The pod's Ready condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_ready: Option<bool>,
-    /// `namespace/name` of the Service the connect went through: the dialled cluster IP's, else the
+    /// `namespace/name` of the Service the connect went through: that cluster IP's, else the
     /// Service whose EndpointSlice lists the destination.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_service: Option<String>,
@@ -50,8 +51,8 @@ pub struct Identity {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dst_endpoint_of: Vec<String>,
 
-    /// When the socket's destination is not what was dialled (a socket-level load balancer chose a
-    /// backend): the pod that backend is.
+    /// When a load balancer chose a backend (`backend`: socket-level LB, or kube-proxy's DNAT seen in
+    /// conntrack): the pod that backend is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_pod: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,9 +13,9 @@
 //!
 //! Source identity: cgroup id -> path -> container -> pod (by UID), else the pod whose address the
 //! source is; without Kubernetes the record keeps the process (`pid`, `comm`), its cgroup path and
-//! network namespace. Destination identity: the dialled address (or the socket's) -> Service, pod,
-//! node, EndpointSlice membership; the socket's destination, when a load balancer chose it, ->
-//! `backend_*`.
+//! network namespace. Destination identity: the Service address the app meant (or the socket's
+//! destination) -> Service, pod, node, EndpointSlice membership; the backend a load balancer chose
+//! (socket-level LB, or kube-proxy's DNAT seen in conntrack) -> `backend_*`.
 pub mod cgroup;
 pub mod cgroup_ids;
 pub mod cluster;
@@ -62,25 +62,26 @@ impl Identities {
         self.cluster.as_ref().map(ClusterSource::view)
     }
 
-    /// Identities and the cluster-state verdict of one connect attempt. `dst` is the socket's
-    /// destination (the backend, when a socket-level load balancer rewrote the dialled address).
+    /// Identities and the cluster-state verdict of one connect attempt. `backend` is where the SYN
+    /// went (the socket's destination, or the backend conntrack saw kube-proxy choose), `service` the
+    /// Service address the application meant, when load balancing was seen.
     pub fn connect(
         &mut self,
         cgroup_id: u64,
         src: SocketAddr,
-        dst: SocketAddr,
-        dialed: Option<SocketAddr>,
+        backend: SocketAddr,
+        service: Option<SocketAddr>,
         verdict: Verdict,
     ) -> Identity {
         let view = self.view();
         let mut id = self.source(cgroup_id, Some(src.ip()), view.as_ref());
         let Some(view) = view else { return id };
         let state = &view.state;
-        describe_destination(&mut id, state, dialed.unwrap_or(dst));
-        if dialed.is_some() {
-            describe_backend(&mut id, state, dst);
+        describe_destination(&mut id, state, service.unwrap_or(backend));
+        if service.is_some() {
+            describe_backend(&mut id, state, backend);
         }
-        if let Some(v) = verdicts::for_connect(state, verdict, dst, dialed) {
+        if let Some(v) = verdicts::for_connect(state, verdict, backend, service) {
             id.cluster_verdict = Some(v.name.into());
             id.cluster_explanation = Some(v.explanation);
         }

@@ -28,30 +28,30 @@ pub struct ClusterVerdict {
 }
 
 /// The cluster-state verdict of a connect: `backend` is where the SYN went (the socket destination,
-/// or the backend a load balancer chose, when known), `dialed` what the application asked for.
+/// or the backend a load balancer chose, when known), `service` the Service address the application meant, when load balancing was seen.
 pub fn for_connect(
     state: &ClusterState,
     verdict: Verdict,
     backend: SocketAddr,
-    dialed: Option<SocketAddr>,
+    service: Option<SocketAddr>,
 ) -> Option<ClusterVerdict> {
     match verdict {
         Verdict::Refused { by: RefusedBy::Rst } => endpoint_does_not_listen(state, backend),
         Verdict::Unanswered
         | Verdict::Abandoned
         | Verdict::TimedOut
-        | Verdict::Unreachable { .. } => backend_is_no_live_pod(state, backend, dialed)
+        | Verdict::Unreachable { .. } => backend_is_no_live_pod(state, backend, service)
             .or_else(|| service_lists_no_live_pod(state, backend)),
         _ => None,
     }
 }
 
 /// `backend` is no current pod's address, and either an EndpointSlice lists it for a pod or the
-/// connect reached it through a Service's cluster IP (`dialed`), so it was meant to be a pod.
+/// connect reached it through a Service's cluster IP (`service`), so it was meant to be a pod.
 pub fn backend_is_no_live_pod(
     state: &ClusterState,
     backend: SocketAddr,
-    dialed: Option<SocketAddr>,
+    service: Option<SocketAddr>,
 ) -> Option<ClusterVerdict> {
     let AddressIdentity::Unknown {
         endpoint_of,
@@ -64,7 +64,7 @@ pub fn backend_is_no_live_pod(
     if endpoint_of.iter().any(|r| !names_a_pod(r)) {
         return None;
     }
-    let through = dialed.and_then(|d| {
+    let through = service.and_then(|d| {
         state
             .service_by_cluster_ip(d.ip(), d.port(), Proto::Tcp)
             .map(|(svc, _)| (svc, d))
@@ -75,7 +75,7 @@ pub fn backend_is_no_live_pod(
         (Some((svc, d)), None) => {
             let _ = write!(
                 text,
-                "the connect to Service {} (dialled as {d}) was sent there, yet no EndpointSlice lists \
+                "the connect to Service {} at {d} was sent there, yet no EndpointSlice lists \
                  that address: the node's Service map still points at a deleted pod",
                 svc.key()
             );
@@ -407,7 +407,7 @@ mod tests {
             .expect("verdict");
         assert!(
             v.explanation
-                .contains("Service app/file-service (dialled as 10.96.31.1:80)"),
+                .contains("Service app/file-service at 10.96.31.1:80"),
             "{}",
             v.explanation
         );

@@ -82,11 +82,18 @@ pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, Btf
                 let m = body + 12 * i;
                 if r.str_at(&strings, r.u32_at(m)?) == member {
                     let raw = r.u32_at(m + 8)?;
-                    let bits = if kind_flag == 1 { raw & 0x00ff_ffff } else { raw };
+                    let bits = if kind_flag == 1 {
+                        raw & 0x00ff_ffff
+                    } else {
+                        raw
+                    };
                     return Ok(bits / 8);
                 }
             }
-            return Err(BtfError::NoMember { strukt: strukt.into(), member: member.into() });
+            return Err(BtfError::NoMember {
+                strukt: strukt.into(),
+                member: member.into(),
+            });
         }
         at = body + extra;
     }
@@ -97,7 +104,7 @@ pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, Btf
 mod tests {
     use super::*;
 
-    /// A BTF blob with: int "int"; struct "sock" `{ int a; int sk_err; }`.
+    /// A BTF blob with: `int`, and `struct sock { int a; int sk_err; }`.
     fn tiny_btf() -> Vec<u8> {
         let strings = b"\0int\0sock\0a\0sk_err\0";
         let mut types = Vec::new();
@@ -134,8 +141,14 @@ mod tests {
         let btf = tiny_btf();
         assert_eq!(member_offset(&btf, "sock", "sk_err"), Ok(4));
         assert_eq!(member_offset(&btf, "sock", "a"), Ok(0));
-        assert!(matches!(member_offset(&btf, "sock", "nope"), Err(BtfError::NoMember { .. })));
-        assert_eq!(member_offset(&btf, "task", "x"), Err(BtfError::NoStruct("task".into())));
+        assert!(matches!(
+            member_offset(&btf, "sock", "nope"),
+            Err(BtfError::NoMember { .. })
+        ));
+        assert_eq!(
+            member_offset(&btf, "task", "x"),
+            Err(BtfError::NoStruct("task".into()))
+        );
     }
 
     #[test]
@@ -144,12 +157,17 @@ mod tests {
         for len in 0..btf.len() {
             let _ = member_offset(&btf[..len], "sock", "sk_err");
         }
-        assert_eq!(member_offset(b"garbage!", "sock", "x"), Err(BtfError::BadMagic));
+        assert_eq!(
+            member_offset(b"garbage!", "sock", "x"),
+            Err(BtfError::BadMagic)
+        );
     }
 
     #[test]
     fn reads_the_running_kernel_when_it_has_btf() {
-        let Ok(data) = std::fs::read("/sys/kernel/btf/vmlinux") else { return };
+        let Ok(data) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+            return;
+        };
         let err = member_offset(&data, "sock", "sk_err").expect("sock.sk_err in vmlinux BTF");
         let queue = member_offset(&data, "sock", "sk_error_queue").expect("sock.sk_error_queue");
         assert_ne!(err, queue, "distinct members have distinct offsets");

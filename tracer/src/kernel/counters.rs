@@ -41,7 +41,10 @@ pub struct Healthy {
 
 impl Healthy {
     pub fn new(map: PerCpuHashMap<MapData, HealthyKey, HealthyStats>) -> Healthy {
-        Healthy { map, previous: HashMap::new() }
+        Healthy {
+            map,
+            previous: HashMap::new(),
+        }
     }
 
     /// Per key: connects since the previous call, their summed wait, and the process's latest
@@ -56,11 +59,21 @@ impl Healthy {
                 total.cgroup_id = s.cgroup_id;
                 total.comm = s.comm;
             }
-            let before = self.previous.insert(key, total.established).unwrap_or_default();
+            let before = self
+                .previous
+                .insert(key, total.established)
+                .unwrap_or_default();
             let new = total.established.saturating_sub(before);
             if new > 0 {
                 let mean = total.syn_sent_ns_total / total.established.max(1);
-                out.push((key, HealthyStats { established: new, syn_sent_ns_total: mean * new, ..total }));
+                out.push((
+                    key,
+                    HealthyStats {
+                        established: new,
+                        syn_sent_ns_total: mean * new,
+                        ..total
+                    },
+                ));
             }
         }
         out

@@ -5,6 +5,7 @@
 //! SIGTERM, a panic that unwinds) detaches everything, and so does the kernel when the process dies
 //! any other way, since the links are file descriptors.
 pub mod btf;
+mod cgroup_link;
 pub mod counters;
 pub mod preflight;
 
@@ -24,6 +25,8 @@ use self::counters::{Counters, Healthy};
 pub struct KernelSide {
     /// Owns the programs and their links; kept alive for as long as we trace.
     _ebpf: Ebpf,
+    /// `connect()` hook links made outside aya (see `cgroup_link.rs`); dropped after `_ebpf`'s links.
+    _preorder_links: Vec<std::os::fd::OwnedFd>,
     pub ring: AsyncFd<RingBuf<MapData>>,
     pub counters: Counters,
     pub healthy: Healthy,
@@ -34,21 +37,32 @@ static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 
 impl KernelSide {
     /// Must run inside a tokio runtime (the ring buffer is registered with its reactor).
-    pub fn load(filter: KernelFilter) -> anyhow::Result<KernelSide> {
+    pub fn load(filter: KernelFilter, max_attempts: u32) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let cgroup_root = preflight::check(&paths)?;
         let sock_offsets = sock_offsets(&paths.btf)?;
         let mut ebpf = EbpfLoader::new()
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
+            .map_max_entries("ATTEMPTS", max_attempts)
             .load(PROGRAMS)
             .context("loading the eBPF object (maps and programs)")?;
 
         // connect() hooks first: attempts that start after this know their namespace.
         let cgroup = File::open(&cgroup_root)
             .with_context(|| format!("opening the cgroup v2 root {}", cgroup_root.display()))?;
-        for name in ["connect4", "connect6"] {
-            attach_cgroup(&mut ebpf, name, &cgroup, &cgroup_root)?;
+        let mut preorder_links = Vec::new();
+        for (name, attach_type) in [
+            ("connect4", cgroup_link::BPF_CGROUP_INET4_CONNECT),
+            ("connect6", cgroup_link::BPF_CGROUP_INET6_CONNECT),
+        ] {
+            preorder_links.extend(attach_cgroup(
+                &mut ebpf,
+                name,
+                attach_type,
+                &cgroup,
+                &cgroup_root,
+            )?);
         }
         for (category, name, _) in preflight::tracepoints() {
             let program: &mut TracePoint = ebpf
@@ -65,7 +79,9 @@ impl KernelSide {
             .program_mut("inet_sk_error_report")
             .ok_or_else(|| anyhow!("program inet_sk_error_report missing from the eBPF object"))?
             .try_into()?;
-        program.load().map_err(|e| load_error("inet_sk_error_report", e))?;
+        program
+            .load()
+            .map_err(|e| load_error("inet_sk_error_report", e))?;
         program
             .attach("inet_sk_error_report")
             .context("attaching raw tracepoint inet_sk_error_report")?;
@@ -77,7 +93,13 @@ impl KernelSide {
             .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
         let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
-        Ok(KernelSide { _ebpf: ebpf, ring, counters, healthy })
+        Ok(KernelSide {
+            _ebpf: ebpf,
+            _preorder_links: preorder_links,
+            ring,
+            counters,
+            healthy,
+        })
     }
 }
 
@@ -98,31 +120,47 @@ fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
-    ebpf.take_map(name).ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
+    ebpf.take_map(name)
+        .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
 }
 
+/// Attaches a `connect()` hook to the root cgroup, first in order if the kernel allows it (then the
+/// link fd is returned), else the plain way through aya.
 fn attach_cgroup(
     ebpf: &mut Ebpf,
     name: &str,
+    attach_type: u32,
     cgroup: &File,
     cgroup_root: &std::path::Path,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<std::os::fd::OwnedFd>> {
     let program: &mut CgroupSockAddr = ebpf
         .program_mut(name)
         .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
         .try_into()?;
     program.load().map_err(|e| load_error(name, e))?;
+    if let Ok(link) = cgroup_link::attach_preorder(program.fd()?, cgroup, attach_type) {
+        return Ok(Some(link));
+    }
     // Multi mode lets us coexist with other tools' programs on the root cgroup (Cilium's socket LB).
     program
         .attach(cgroup, CgroupAttachMode::AllowMultiple)
         .or_else(|_| program.attach(cgroup, CgroupAttachMode::Single))
-        .with_context(|| format!("attaching {name} to the cgroup v2 root {}", cgroup_root.display()))?;
-    Ok(())
+        .with_context(|| {
+            format!(
+                "attaching {name} to the cgroup v2 root {}",
+                cgroup_root.display()
+            )
+        })?;
+    Ok(None)
 }
 
 /// A verifier rejection becomes one sentence; the log goes to a file for whoever wants it.
 fn load_error(name: &str, error: ProgramError) -> anyhow::Error {
-    if let ProgramError::LoadError { io_error, verifier_log } = &error {
+    if let ProgramError::LoadError {
+        io_error,
+        verifier_log,
+    } = &error
+    {
         let log_path = PathBuf::from(format!("/tmp/tracer-verifier-{name}.log"));
         let saved = std::fs::write(&log_path, verifier_log.to_string()).is_ok();
         return anyhow!(

@@ -6,8 +6,7 @@ use std::{
 };
 
 use tracer_common::tracepoint::{
-    Field, inet_sock_set_state, skaddr_only, sys_exit_connect,
-    tcp_retransmit_skb,
+    Field, inet_sock_set_state, skaddr_only, sys_exit_connect, tcp_retransmit_skb,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -22,16 +21,33 @@ pub enum PreflightError {
          kernel with BTF (most distribution kernels since 5.8 have it)"
     )]
     NoBtf(PathBuf),
-    #[error("tracefs is not mounted at {path} and mounting it failed: {source}. Mount it: mount -t tracefs nodev {path}")]
-    Tracefs { path: PathBuf, source: std::io::Error },
+    #[error(
+        "tracefs is not mounted at {path} and mounting it failed: {source}. Mount it: mount -t tracefs nodev {path}"
+    )]
+    Tracefs {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("tracepoint {tracepoint} is missing on this kernel ({path}): {source}")]
-    MissingTracepoint { tracepoint: String, path: PathBuf, source: std::io::Error },
+    MissingTracepoint {
+        tracepoint: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(
         "tracepoint {tracepoint} has a different layout on this kernel: field {field} {found}, expected \
          offset {offset} size {size}. This tracer build does not support this kernel version"
     )]
-    Layout { tracepoint: String, field: String, found: String, offset: usize, size: usize },
-    #[error("no cgroup v2 mount found in /proc/mounts: mount one, e.g. mount -t cgroup2 none /sys/fs/cgroup/unified")]
+    Layout {
+        tracepoint: String,
+        field: String,
+        found: String,
+        offset: usize,
+        size: usize,
+    },
+    #[error(
+        "no cgroup v2 mount found in /proc/mounts: mount one, e.g. mount -t cgroup2 none /sys/fs/cgroup/unified"
+    )]
     NoCgroup2,
 }
 
@@ -63,14 +79,24 @@ pub fn tracepoints() -> Vec<(&'static str, &'static str, Vec<Field>)> {
         (
             "sock",
             "inet_sock_set_state",
-            with_addrs(inet_sock_set_state::FIELDS.into(), inet_sock_set_state::ADDRS.fields()),
+            with_addrs(
+                inet_sock_set_state::FIELDS.into(),
+                inet_sock_set_state::ADDRS.fields(),
+            ),
         ),
         (
             "tcp",
             "tcp_retransmit_skb",
-            with_addrs(tcp_retransmit_skb::FIELDS.into(), tcp_retransmit_skb::ADDRS.fields()),
+            with_addrs(
+                tcp_retransmit_skb::FIELDS.into(),
+                tcp_retransmit_skb::ADDRS.fields(),
+            ),
         ),
-        ("syscalls", "sys_exit_connect", sys_exit_connect::FIELDS.into()),
+        (
+            "syscalls",
+            "sys_exit_connect",
+            sys_exit_connect::FIELDS.into(),
+        ),
         ("tcp", "tcp_receive_reset", skaddr_only::FIELDS.into()),
         ("tcp", "tcp_destroy_sock", skaddr_only::FIELDS.into()),
     ]
@@ -89,20 +115,29 @@ pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
 }
 
 fn check_capabilities() -> Result<(), PreflightError> {
-    const NEEDED: [(u32, &str); 4] =
-        [(39, "CAP_BPF"), (38, "CAP_PERFMON"), (12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")];
+    const NEEDED: [(u32, &str); 4] = [
+        (39, "CAP_BPF"),
+        (38, "CAP_PERFMON"),
+        (12, "CAP_NET_ADMIN"),
+        (21, "CAP_SYS_ADMIN"),
+    ];
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     let effective = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .unwrap_or(0);
-    let missing: Vec<&str> =
-        NEEDED.iter().filter(|(bit, _)| effective & (1 << bit) == 0).map(|(_, name)| *name).collect();
+    let missing: Vec<&str> = NEEDED
+        .iter()
+        .filter(|(bit, _)| effective & (1 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect();
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(PreflightError::Capabilities { missing: missing.join(", ") })
+        Err(PreflightError::Capabilities {
+            missing: missing.join(", "),
+        })
     }
 }
 
@@ -115,7 +150,13 @@ fn ensure_tracefs(path: &Path) -> Result<(), PreflightError> {
     let (source, fstype) = (c("nodev"), c("tracefs"));
     // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call.
     let rc = unsafe {
-        libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
         return Err(PreflightError::Tracefs {
@@ -132,7 +173,11 @@ fn check_layout(
     name: &str,
     fields: &[Field],
 ) -> Result<(), PreflightError> {
-    let path = tracefs.join("events").join(category).join(name).join("format");
+    let path = tracefs
+        .join("events")
+        .join(category)
+        .join(name)
+        .join("format");
     let tracepoint = format!("{category}:{name}");
     let text = fs::read_to_string(&path).map_err(|source| PreflightError::MissingTracepoint {
         tracepoint: tracepoint.clone(),
@@ -167,7 +212,8 @@ fn field_layout(format: &str, name: &str) -> Option<(usize, usize)> {
             return None;
         }
         let number = |key: &str| -> Option<usize> {
-            line.split(';').find_map(|part| part.trim().strip_prefix(key)?.parse().ok())
+            line.split(';')
+                .find_map(|part| part.trim().strip_prefix(key)?.parse().ok())
         };
         Some((number("offset:")?, number("size:")?))
     })

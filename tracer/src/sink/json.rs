@@ -10,10 +10,10 @@
 //!   Identity fields, each present only when known (`identity/fields.rs`):
 //!   - source: `src_pod`, `src_namespace`, `src_owner` (`Deployment/web`), `src_container` (12 hex),
 //!     `src_cgroup` (cgroup v2 path; on a host without Kubernetes with `pid`, `comm`, `netns`);
-//!   - destination, what was dialled (`dialed`, else `dst`): `dst_pod`, `dst_namespace`, `dst_owner`,
-//!     `dst_node`, `dst_ready`, `dst_service` (`namespace/name`: the dialled cluster IP's, else the
+//!   - destination, what the connect meant (`service`, else `dst`): `dst_pod`, `dst_namespace`,
+//!     `dst_owner`, `dst_node`, `dst_ready`, `dst_service` (`namespace/name`: that cluster IP's, else the
 //!     Service whose EndpointSlice lists it), `dst_port_name`, `dst_endpoint_of` (every such Service);
-//!   - backend, when the socket's destination differs from what was dialled: `backend_pod`,
+//!   - the pod behind `backend`, when a load balancer chose it: `backend_pod`,
 //!     `backend_namespace`, `backend_node`, `backend_ready`;
 //!   - `cluster_verdict` (`backend is no live pod` | `endpoint does not listen` |
 //!     `DNS server is no live pod`) and `cluster_explanation` (one sentence);
@@ -48,7 +48,10 @@ impl<W: Write> JsonSink<W> {
 
 impl<W: Write> Sink for JsonSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        let line = Line { schema: SCHEMA_VERSION, record: record.clone() };
+        let line = Line {
+            schema: SCHEMA_VERSION,
+            record: record.clone(),
+        };
         serde_json::to_writer(&mut self.out, &line)?;
         self.out.write_all(b"\n")
     }

@@ -63,6 +63,23 @@ impl<W: Write> Sink for TextSink<W> {
                     None => Ok(()),
                 }
             }
+            Record::Service(s) => writeln!(
+                self.out,
+                "{:<20} {} (last {}s, {} of {} failing)",
+                "[SERVICE]", s.summary, s.window_s, s.failing, s.total
+            ),
+            Record::StaleNat(n) => writeln!(
+                self.out,
+                "{:<20} tcp SYN_SENT src={} dst={} [UNREPLIED] src={} dst={} age>={}s\n{:<20} {}",
+                "[STALE NAT]",
+                n.original.src,
+                n.original.dst,
+                n.reply.src,
+                n.reply.dst,
+                n.age_s,
+                "",
+                n.explanation
+            ),
             Record::Stats(s) => {
                 let lost = s.dropped.total();
                 if lost == 0 && !s.is_final {
@@ -71,7 +88,12 @@ impl<W: Write> Sink for TextSink<W> {
                 writeln!(
                     self.out,
                     "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
-                    "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
+                    "[STATS]",
+                    s.attempts,
+                    s.established_first_syn,
+                    s.events,
+                    s.open_flows,
+                    s.dropped
                 )
             }
         }
@@ -96,6 +118,8 @@ mod tests {
             src: "10.244.131.21:40522".into(),
             dst: "10.244.154.32:8080".into(),
             dialed: None,
+            service: None,
+            backend: None,
             syns: 1,
             syn_sent_ms: 0,
             errno: Some("ECONNREFUSED".into()),

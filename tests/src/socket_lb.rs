@@ -1,0 +1,129 @@
+//! A miniature socket-level load balancer, like Cilium's: a `cgroup/connect4` program that rewrites
+//! `connect(VIP:port)` into `connect(backend:port)` for processes in one test cgroup.
+//!
+//! Written as raw BPF instructions and loaded with `bpf(2)`, so the tests need no BPF toolchain of their
+//! own. Attached to a child cgroup of the cgroup v2 root: programs of a descendant cgroup normally run
+//! before the root's, which is exactly the order the tracer must defeat to see the dialled address.
+use std::{
+    fs,
+    net::SocketAddrV4,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    path::PathBuf,
+};
+
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_ATTACH: libc::c_long = 8;
+const BPF_PROG_DETACH: libc::c_long = 9;
+const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
+const BPF_CGROUP_INET4_CONNECT: u32 = 10;
+const BPF_F_ALLOW_MULTI: u32 = 2;
+
+/// One eBPF instruction: opcode, dst/src registers, offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[0] = code;
+    b[1] = (src << 4) | dst;
+    b[2..4].copy_from_slice(&off.to_le_bytes());
+    b[4..8].copy_from_slice(&imm.to_le_bytes());
+    b
+}
+
+/// `struct bpf_sock_addr` keeps addresses and ports in network byte order; loaded as little-endian
+/// 32-bit words, these are the values the program compares and stores.
+fn ip_word(addr: &SocketAddrV4) -> i32 {
+    i32::from_le_bytes(addr.ip().octets())
+}
+
+fn port_word(addr: &SocketAddrV4) -> i32 {
+    i32::from(u16::from_le_bytes(addr.port().to_be_bytes()))
+}
+
+pub struct SocketLb {
+    cgroup: PathBuf,
+    prog: OwnedFd,
+    cgroup_fd: fs::File,
+}
+
+impl SocketLb {
+    /// Loads the rewriter for `vip -> backend` and attaches it to a new cgroup under the v2 root.
+    pub fn new(
+        name: &str,
+        cgroup_root: &str,
+        vip: SocketAddrV4,
+        backend: SocketAddrV4,
+    ) -> SocketLb {
+        const USER_IP4: i16 = 4;
+        const USER_PORT: i16 = 24;
+        let program: Vec<u8> = [
+            insn(0x61, 2, 1, USER_IP4, 0),            // r2 = ctx->user_ip4
+            insn(0x56, 2, 0, 6, ip_word(&vip)),       // if w2 != vip goto allow
+            insn(0x61, 2, 1, USER_PORT, 0),           // r2 = ctx->user_port
+            insn(0x56, 2, 0, 4, port_word(&vip)),     // if w2 != port goto allow
+            insn(0xb4, 2, 0, 0, ip_word(&backend)),   // w2 = backend address
+            insn(0x63, 1, 2, USER_IP4, 0),            // ctx->user_ip4 = w2
+            insn(0xb4, 2, 0, 0, port_word(&backend)), // w2 = backend port
+            insn(0x63, 1, 2, USER_PORT, 0),           // ctx->user_port = w2
+            insn(0xb7, 0, 0, 0, 1),                   // allow: r0 = 1
+            insn(0x95, 0, 0, 0, 0),                   // exit
+        ]
+        .concat();
+        let license = b"GPL\0";
+        let mut attr = [0u8; 128];
+        attr[0..4].copy_from_slice(&BPF_PROG_TYPE_CGROUP_SOCK_ADDR.to_ne_bytes());
+        attr[4..8].copy_from_slice(&((program.len() / 8) as u32).to_ne_bytes());
+        attr[8..16].copy_from_slice(&(program.as_ptr() as u64).to_ne_bytes());
+        attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+        attr[68..72].copy_from_slice(&BPF_CGROUP_INET4_CONNECT.to_ne_bytes());
+        // SAFETY: bpf(2) reads `attr` and the program and license it points to, all alive here.
+        let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_LOAD, attr.as_ptr(), attr.len()) };
+        assert!(
+            fd >= 0,
+            "loading the test socket-LB program: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a new fd from the kernel, owned by nobody else.
+        let prog = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+
+        let cgroup = PathBuf::from(cgroup_root).join(format!("{name}-{}", std::process::id()));
+        fs::create_dir_all(&cgroup).expect("create the test cgroup");
+        let cgroup_fd = fs::File::open(&cgroup).expect("open the test cgroup");
+        let lb = SocketLb {
+            cgroup,
+            prog,
+            cgroup_fd,
+        };
+        let rc = lb.attach_cmd(BPF_PROG_ATTACH);
+        assert!(
+            rc == 0,
+            "attaching the test socket-LB program: {}",
+            std::io::Error::last_os_error()
+        );
+        lb
+    }
+
+    /// The cgroup whose processes are load balanced: write a pid to its `cgroup.procs`.
+    pub fn procs_file(&self) -> PathBuf {
+        self.cgroup.join("cgroup.procs")
+    }
+
+    fn attach_cmd(&self, cmd: libc::c_long) -> libc::c_long {
+        let mut attr = [0u8; 32];
+        attr[0..4].copy_from_slice(&self.cgroup_fd.as_raw_fd().to_ne_bytes());
+        attr[4..8].copy_from_slice(&self.prog.as_raw_fd().to_ne_bytes());
+        attr[8..12].copy_from_slice(&BPF_CGROUP_INET4_CONNECT.to_ne_bytes());
+        attr[12..16].copy_from_slice(&BPF_F_ALLOW_MULTI.to_ne_bytes());
+        // SAFETY: bpf(2) reads `attr` only.
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_ptr(), attr.len()) }
+    }
+}
+
+impl Drop for SocketLb {
+    fn drop(&mut self) {
+        // Attachments made with BPF_PROG_ATTACH outlive the fds: detach explicitly, then remove the
+        // (by now empty) cgroup.
+        self.attach_cmd(BPF_PROG_DETACH);
+        if let Err(e) = fs::remove_dir(&self.cgroup) {
+            eprintln!("socket_lb: cannot remove {}: {e}", self.cgroup.display());
+        }
+    }
+}

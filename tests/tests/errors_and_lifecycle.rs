@@ -1,0 +1,191 @@
+//! Bad input and hostile environments give one clear sentence and a non-zero exit, never a panic or a
+//! verifier dump; the programs detach on SIGINT and SIGTERM; losses are counted and shown.
+use std::{
+    net::{SocketAddr, SocketAddrV4},
+    time::Duration,
+};
+
+use tests::{
+    testbed::{TwoHosts, nft_drop_syn_to},
+    tracer::{Tracer, run_to_exit},
+};
+
+fn assert_clean_failure(code: Option<i32>, stderr: &str, expected: &str) {
+    assert_eq!(code, Some(1), "exit code; stderr:\n{stderr}");
+    assert!(
+        stderr.contains(expected),
+        "expected {expected:?} in stderr:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "no panic:\n{stderr}");
+    assert!(!stderr.contains("verifier"), "no verifier dump:\n{stderr}");
+    assert!(
+        stderr.lines().count() <= 3,
+        "one clear sentence, not a dump:\n{stderr}"
+    );
+}
+
+#[test]
+fn without_capabilities_it_says_what_is_missing() {
+    // Same binary, as an unprivileged user with no capabilities.
+    let wrapper = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ];
+    let (code, stderr) = run_to_exit(&["trace", "--duration", "1"], &[], &wrapper);
+    assert_clean_failure(
+        code,
+        &stderr,
+        "missing capabilities CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN, CAP_SYS_ADMIN",
+    );
+    assert!(
+        stderr.contains("Run it as root"),
+        "says what to do:\n{stderr}"
+    );
+}
+
+#[test]
+fn without_kernel_btf_it_says_so() {
+    let (code, stderr) = run_to_exit(
+        &["trace", "--duration", "1"],
+        &[("TRACER_BTF_PATH", "/nonexistent/vmlinux")],
+        &[],
+    );
+    assert_clean_failure(code, &stderr, "no kernel BTF at /nonexistent/vmlinux");
+}
+
+#[test]
+fn when_tracefs_cannot_be_mounted_it_says_how_to_mount_it() {
+    let (code, stderr) = run_to_exit(
+        &["trace", "--duration", "1"],
+        &[("TRACER_TRACEFS", "/nonexistent/tracing")],
+        &[],
+    );
+    assert_clean_failure(
+        code,
+        &stderr,
+        "tracefs is not mounted at /nonexistent/tracing",
+    );
+    assert!(stderr.contains("mount -t tracefs"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_namespace_is_named() {
+    let (code, stderr) = run_to_exit(&["trace", "--netns", "no-such-ns-here"], &[], &[]);
+    assert_clean_failure(code, &stderr, "unknown network namespace 'no-such-ns-here'");
+}
+
+#[test]
+fn a_bad_cidr_is_a_usage_error() {
+    let (code, stderr) = run_to_exit(&["trace", "--dst", "10.0.0.0/33"], &[], &[]);
+    assert_eq!(code, Some(2), "clap usage error: {stderr}");
+    assert!(stderr.contains("prefix length 33 is too long"), "{stderr}");
+}
+
+/// Ids of the BPF programs a process holds, from its fd table.
+fn prog_ids_of(pid: u32) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .expect("fdinfo")
+        .flatten()
+    {
+        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+        if let Some(id) = info.lines().find_map(|l| l.strip_prefix("prog_id:")) {
+            ids.push(id.trim().parse().expect("prog id"));
+        }
+    }
+    // Program fds and link fds both name the program.
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// True while the kernel still has a BPF program with this id.
+fn prog_exists(id: u32) -> bool {
+    const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+    let mut attr = [0u32; 32];
+    attr[0] = id;
+    // SAFETY: bpf(2) with a zeroed attr of sufficient size; only reads `attr`.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_GET_FD_BY_ID,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: closing the fd we just got.
+        unsafe { libc::close(fd as libc::c_int) };
+        return true;
+    }
+    false
+}
+
+fn programs_detach_on(signal: libc::c_int) {
+    let tracer = Tracer::start(&[]);
+    let ids = prog_ids_of(tracer.pid());
+    assert_eq!(ids.len(), 8, "all programs loaded: {ids:?}");
+    assert!(ids.iter().all(|&id| prog_exists(id)));
+    let (ok, records, stderr) = tracer.stop_with(signal);
+    assert!(ok, "clean exit on signal {signal}: {stderr}");
+    assert!(stderr.contains("programs detached"), "{stderr}");
+    let last = records.last().expect("a final record");
+    assert_eq!(
+        (last["kind"].as_str(), last["final"].as_bool()),
+        (Some("stats"), Some(true)),
+        "{last}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<u32> = ids.into_iter().filter(|&id| prog_exists(id)).collect();
+    assert!(
+        left.is_empty(),
+        "programs still loaded after exit: {left:?}"
+    );
+}
+
+#[test]
+fn programs_detach_on_sigterm() {
+    programs_detach_on(libc::SIGTERM);
+}
+
+#[test]
+fn programs_detach_on_ctrl_c() {
+    programs_detach_on(libc::SIGINT);
+}
+
+#[test]
+fn attempts_beyond_the_kernel_table_are_counted_as_dropped() {
+    let bed = TwoHosts::new("full");
+    bed.server.nft(&nft_drop_syn_to(9000));
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--max-attempts", "2"]);
+    // Five black-holed connects at once: two fit in the table, three do not.
+    let clients: Vec<_> = (0..5)
+        .map(|i| {
+            let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 9000));
+            bed.client.spawn_in(&format!("tc-full-{i}"), move || {
+                std::net::TcpStream::connect_timeout(&dst, Duration::from_millis(1500)).map(drop)
+            })
+        })
+        .collect();
+    for c in clients {
+        assert!(c.join().expect("client").is_err(), "dropped SYNs time out");
+    }
+    let stats = tracer.expect("stats with the drops", Duration::from_secs(5), |v| {
+        v["kind"] == "stats" && v["dropped"]["attempts_map_full"].as_u64() >= Some(3)
+    });
+    assert_eq!(stats["dropped"]["attempts_map_full"], 3, "{stats}");
+    let (_, records, stderr) = tracer.stop();
+    assert!(
+        stderr.contains("events dropped"),
+        "drops are said on stderr too:\n{stderr}"
+    );
+    let followed = records
+        .iter()
+        .filter(|v| v["kind"] == "connect" && v["final"] == true)
+        .count();
+    assert_eq!(followed, 2, "the two attempts that fit are still reported");
+}

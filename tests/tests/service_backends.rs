@@ -1,0 +1,258 @@
+//! Which backend behind a Service swallowed the SYN: kube-proxy style DNAT in a "node" namespace with a
+//! bridge and pod namespaces; the tracer names Service and backend from the node's conntrack table.
+use std::{
+    net::{SocketAddr, SocketAddrV4},
+    time::Duration,
+};
+
+use serde_json::Value;
+use tests::{
+    testbed::{Listener, ServiceBed, nft_drop_syn_to},
+    tracer::Tracer,
+};
+
+const SVC_PORT: u16 = 80;
+const POD_PORT: u16 = 8080;
+
+fn tracer_for(bed: &ServiceBed, extra: &[&str]) -> Tracer {
+    let mut args = vec![
+        "--netns",
+        bed.client.name(),
+        "--conntrack-netns",
+        bed.node.name(),
+    ];
+    args.extend_from_slice(extra);
+    Tracer::start(&args)
+}
+
+/// `n` connects to the Service from the client, 10 at a time, each giving up after `timeout`.
+/// Returns how many were answered.
+fn connect_many(bed: &ServiceBed, n: usize, timeout: Duration) -> usize {
+    let vip = SocketAddr::from(SocketAddrV4::new(bed.vip, SVC_PORT));
+    let mut answered = 0;
+    for batch in 0..n.div_ceil(10) {
+        let handles: Vec<_> = (0..10.min(n - batch * 10))
+            .map(|i| {
+                bed.client.spawn_in(&format!("tc-svc-{i}"), move || {
+                    std::net::TcpStream::connect_timeout(&vip, timeout).is_ok()
+                })
+            })
+            .collect();
+        for h in handles {
+            if h.join().expect("client thread") {
+                answered += 1;
+            }
+        }
+    }
+    answered
+}
+
+fn finals(tracer: &Tracer) -> Vec<&Value> {
+    tracer
+        .connect_records()
+        .into_iter()
+        .filter(|r| r["final"] == true)
+        .collect()
+}
+
+#[test]
+fn verdicts_name_the_dropping_backend_and_shares_are_near_half() {
+    let bed = ServiceBed::new("svc", 2);
+    let live = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
+    let dead = SocketAddrV4::new(bed.backend_ips[1], POD_PORT);
+    let _listener = Listener::start(&bed.backends[0], live);
+    bed.backends[1].nft(&nft_drop_syn_to(POD_PORT));
+    bed.service(SVC_PORT, &[(*live.ip(), POD_PORT), (*dead.ip(), POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &[]);
+    let vip = format!("{}:{SVC_PORT}", bed.vip);
+
+    let total = 40;
+    let answered = connect_many(&bed, total, Duration::from_millis(1500));
+    let failed = total - answered;
+    assert!(
+        (8..=32).contains(&answered),
+        "random DNAT over two backends: {answered} of {total} answered"
+    );
+
+    // Every black-holed connect is reported once, naming the Service and the dead backend.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while finals(&tracer).len() < failed && std::time::Instant::now() < deadline {
+        tracer.collect_for(Duration::from_millis(300));
+    }
+    let ended = finals(&tracer);
+    assert_eq!(
+        ended.len(),
+        failed,
+        "one final record per failed connect: {ended:?}"
+    );
+    for r in &ended {
+        assert_eq!(r["verdict"], "abandoned", "{r}");
+        assert_eq!(r["service"], vip.as_str(), "{r}");
+        assert_eq!(
+            r["backend"],
+            dead.to_string(),
+            "the dropping backend is named: {r}"
+        );
+        assert_eq!(
+            r["dst"],
+            vip.as_str(),
+            "the socket only knows the Service: {r}"
+        );
+        assert!(
+            r["explanation"]
+                .as_str()
+                .expect("text")
+                .contains(&format!("backend {dead}")),
+            "{r}"
+        );
+    }
+    let live_updates: Vec<_> = tracer
+        .connect_records()
+        .into_iter()
+        .filter(|r| r["final"] == false)
+        .collect();
+    assert!(!live_updates.is_empty(), "unanswered reported live");
+    assert!(
+        live_updates
+            .iter()
+            .all(|r| r["backend"] == dead.to_string()),
+        "{live_updates:?}"
+    );
+
+    // The per-Service view: the dead backend's failures and the live one's answers, side by side.
+    let svc = tracer.expect(
+        "service record with every connect",
+        Duration::from_secs(6),
+        |v| {
+            v["kind"] == "service"
+                && v["service"] == vip.as_str()
+                && v["total"].as_u64() == Some(total as u64)
+        },
+    );
+    assert_eq!(svc["failing"], failed, "{svc}");
+    let backends = svc["backends"].as_array().expect("backends");
+    assert_eq!(
+        backends[0]["backend"],
+        dead.to_string(),
+        "worst first: {svc}"
+    );
+    assert_eq!(backends[0]["verdicts"]["abandoned"], failed, "{svc}");
+    assert_eq!(backends[1]["backend"], live.to_string(), "{svc}");
+    assert_eq!(backends[1]["verdicts"]["established"], answered, "{svc}");
+    let summary = svc["summary"].as_str().expect("summary");
+    assert!(
+        summary.starts_with(&format!("{vip} -> {dead} abandoned {failed} of {total}, {live} established {answered} of {total}")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_backend_that_does_not_listen_is_named_in_the_refusal() {
+    let bed = ServiceBed::new("deaf", 1);
+    let deaf = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
+    bed.service(SVC_PORT, &[(*deaf.ip(), POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &[]);
+    assert_eq!(connect_many(&bed, 1, Duration::from_secs(2)), 0);
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["verdict"] == "refused"
+    });
+    assert_eq!(r["cause"], "rst", "{r}");
+    assert_eq!(r["service"], format!("{}:{SVC_PORT}", bed.vip), "{r}");
+    assert_eq!(r["backend"], deaf.to_string(), "{r}");
+}
+
+#[test]
+fn a_service_without_endpoints_is_refused_by_icmp_with_no_backend() {
+    let bed = ServiceBed::new("noep", 0);
+    bed.service(SVC_PORT, &[]);
+    let mut tracer = tracer_for(&bed, &[]);
+    assert_eq!(connect_many(&bed, 1, Duration::from_secs(2)), 0);
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["verdict"] == "refused"
+    });
+    assert_eq!(r["cause"], "icmp", "REJECT, no RST: {r}");
+    assert_eq!(r["dst"], format!("{}:{SVC_PORT}", bed.vip), "{r}");
+    assert!(
+        r.get("backend").is_none(),
+        "no endpoint, so no backend: {r}"
+    );
+}
+
+#[test]
+fn nat_entries_without_a_reply_are_listed_with_their_tuples() {
+    let bed = ServiceBed::new("stale", 1);
+    let dead = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
+    bed.backends[0].nft(&nft_drop_syn_to(POD_PORT));
+    bed.service(SVC_PORT, &[(*dead.ip(), POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &["--stale-after", "1"]);
+    assert_eq!(connect_many(&bed, 1, Duration::from_secs(4)), 0);
+    let r = tracer.expect("stale NAT entry", Duration::from_secs(5), |v| {
+        v["kind"] == "stale_nat"
+    });
+    assert_eq!(
+        r["original"]["src"]
+            .as_str()
+            .map(|s| s.starts_with(&format!("{}:", bed.client_ip))),
+        Some(true),
+        "{r}"
+    );
+    assert_eq!(
+        r["original"]["dst"],
+        format!("{}:{SVC_PORT}", bed.vip),
+        "{r}"
+    );
+    assert_eq!(r["reply"]["src"], dead.to_string(), "{r}");
+    assert_eq!(r["backend"], dead.to_string(), "{r}");
+    assert_eq!(r["state"], "SYN_SENT", "{r}");
+    assert!(r["age_s"].as_u64() >= Some(1), "{r}");
+}
+
+#[test]
+fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend() {
+    let bed = tests::testbed::TwoHosts::new("slb");
+    let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
+    // A Service address the client has no route to: only the rewrite makes the connect go anywhere.
+    let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 10), SVC_PORT);
+    let cgroup_root = if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    let lb = tests::socket_lb::SocketLb::new("tracer-test-slb", cgroup_root, vip, backend);
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    // The client: a process in the load-balanced cgroup, inside the client namespace.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} timeout 3 bash -c 'exec 3<>/dev/tcp/{ip}/{port}'",
+            procs = lb.procs_file().display(),
+            ns = bed.client.name(),
+            ip = vip.ip(),
+            port = vip.port()
+        ))
+        .status()
+        .expect("run the client");
+    assert!(!status.success(), "nothing listens on the backend: refused");
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(
+        r["verdict"], "refused",
+        "the rewrite worked, the backend refused: {r}"
+    );
+    assert_eq!(
+        r["dst"],
+        backend.to_string(),
+        "the socket knows the backend: {r}"
+    );
+    assert_eq!(
+        r["dialed"],
+        vip.to_string(),
+        "the app dialled the Service: {r}"
+    );
+    assert_eq!(r["service"], vip.to_string(), "{r}");
+    assert_eq!(r["backend"], backend.to_string(), "{r}");
+    assert_eq!(r["comm"], "bash", "{r}");
+    drop(tracer);
+    drop(lb);
+}
