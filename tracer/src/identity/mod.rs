@@ -290,6 +290,23 @@ mod tests {
     }
 
     #[test]
+    fn a_rst_from_the_backend_kube_proxy_chose_is_judged_on_that_backend() {
+        // The app dialled the webhooks cluster IP; conntrack showed the DNAT to a worker pod.
+        let mut ids = with_state("webhooks.json");
+        let id = ids.connect(
+            0,
+            at("10.244.131.21:40522"),
+            at("10.244.131.31:8080"),
+            Some(at("10.96.188.1:8080")),
+            Verdict::Refused { by: RefusedBy::Rst },
+        );
+        assert_eq!(id.dst_service.as_deref(), Some("app/webhooks"));
+        assert_eq!(id.dst_port_name.as_deref(), Some("http"));
+        assert_eq!(id.backend_pod.as_deref(), Some("webhooks-worker-9d9667f58-hm2vd"));
+        assert_eq!(id.cluster_verdict.as_deref(), Some("endpoint does not listen"));
+    }
+
+    #[test]
     fn without_cluster_state_only_the_process_side_is_named() {
         let mut ids = Identities::new(None, None);
         let id = ids.connect(
