@@ -17,29 +17,29 @@ use super::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("cannot read the cluster state file {path}: {source}")]
+    #[error("cannot read the cluster state file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
-        "the cluster state file {path} is not the output of `kubectl get pods,services,endpointslices,nodes -A -o json`: {source}"
+        "the cluster state file {path} is not the output of `kubectl get pods,services,endpointslices,nodes -A -o json`: {error}"
     )]
-    Parse { path: PathBuf, source: ClusterError },
-    #[error("cannot read the kubeconfig {path}: {source}")]
+    Parse { path: PathBuf, error: ClusterError },
+    #[error("cannot read the kubeconfig {path}: {error}")]
     Kubeconfig {
         path: PathBuf,
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
-    #[error("cannot use the kubeconfig {path}: {source}")]
+    #[error("cannot use the kubeconfig {path}: {error}")]
     KubeconfigUse {
         path: PathBuf,
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
     #[error(
         "--in-cluster: no service-account config: {0} (run the tracer in a pod with a service account, or pass --kubeconfig)"
     )]
-    InCluster(#[source] kube::config::InClusterError),
+    InCluster(kube::config::InClusterError),
     #[error(transparent)]
     Watch(#[from] WatchStartError),
 }
@@ -64,18 +64,18 @@ pub enum ClusterSource {
 
 impl ClusterSource {
     pub fn from_file(path: &Path) -> Result<ClusterSource, SourceError> {
-        let read_err = |source| SourceError::Read {
+        let read_err = |error| SourceError::Read {
             path: path.to_owned(),
-            source,
+            error,
         };
         let text = std::fs::read_to_string(path).map_err(read_err)?;
         let written = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .map_err(read_err)?;
         let state =
-            ClusterState::from_kubectl_json(&text).map_err(|source| SourceError::Parse {
+            ClusterState::from_kubectl_json(&text).map_err(|error| SourceError::Parse {
                 path: path.to_owned(),
-                source,
+                error,
             })?;
         Ok(ClusterSource::File {
             state: Arc::new(state),
@@ -85,16 +85,16 @@ impl ClusterSource {
 
     /// Live list+watch with the cluster, user and context a kubeconfig file names as current.
     pub async fn from_kubeconfig(path: &Path) -> Result<ClusterSource, SourceError> {
-        let kubeconfig = Kubeconfig::read_from(path).map_err(|source| SourceError::Kubeconfig {
+        let kubeconfig = Kubeconfig::read_from(path).map_err(|error| SourceError::Kubeconfig {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|source| SourceError::KubeconfigUse {
+                .map_err(|error| SourceError::KubeconfigUse {
                     path: path.to_owned(),
-                    source,
+                    error,
                 })?;
         Ok(ClusterSource::Live(LiveCluster::start(config)?))
     }

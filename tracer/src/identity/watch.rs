@@ -48,9 +48,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub enum WatchStartError {
     #[error("cannot make a Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
+    Client(kube::Error),
     #[error("cannot start the Kubernetes watch thread: {0}")]
-    Thread(#[source] std::io::Error),
+    Thread(std::io::Error),
 }
 
 /// What the tracer reads: the latest snapshot and how fresh it is.
