@@ -9,6 +9,7 @@ use std::{
 
 use serde_json::{Value, json};
 use tests::{
+    api_fixture::ApiFixture,
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
     tracer::{Tracer, run_to_exit},
 };
@@ -40,6 +41,13 @@ fn endpoint(ip: Ipv4Addr, pod: &str) -> Value {
 /// Service `webhooks` selects (its selector also matches web pods) and that declares no port 8080,
 /// and `dead_ip` is listed by Service `file-service`'s EndpointSlice for a pod that no longer exists.
 fn snapshot(bed: &TwoHosts, dead_ip: Ipv4Addr) -> PathBuf {
+    let list = cluster(bed, dead_ip);
+    let path = std::env::temp_dir().join(format!("tracer-cluster-state-{}-{}.json", std::process::id(), bed.client.name()));
+    std::fs::write(&path, serde_json::to_string_pretty(&list).expect("json")).expect("write the snapshot");
+    path
+}
+
+fn cluster(bed: &TwoHosts, dead_ip: Ipv4Addr) -> Value {
     let subnet = format!("{}/24", Ipv4Addr::from(u32::from(bed.server_ip) & 0xffff_ff00));
     let webhooks = json!({"app": "webhooks", "app.kubernetes.io/component": "webhooks"});
     let web_ip = Ipv4Addr::from(u32::from(bed.server_ip) + 48);
@@ -68,9 +76,7 @@ fn snapshot(bed: &TwoHosts, dead_ip: Ipv4Addr) -> PathBuf {
          "spec": {"podCIDR": subnet, "podCIDRs": [subnet]},
          "status": {"addresses": [{"type": "InternalIP", "address": "10.231.255.254"}]}}
     ]});
-    let path = std::env::temp_dir().join(format!("tracer-cluster-state-{}-{}.json", std::process::id(), bed.client.name()));
-    std::fs::write(&path, serde_json::to_string_pretty(&list).expect("json")).expect("write the snapshot");
-    path
+    list
 }
 
 fn is_connect(v: &Value, dst: SocketAddr, verdict: &str, is_final: bool) -> bool {
@@ -149,6 +155,32 @@ fn cluster_state_unanswered_connect_to_a_deleted_pod_ip_is_backend_is_no_live_po
         )),
         "{why}"
     );
+}
+
+#[test]
+fn cluster_state_from_the_api_names_the_same_pods_as_the_file() {
+    let bed = TwoHosts::new("clive");
+    let api = ApiFixture::serve(&cluster(&bed, Ipv4Addr::from(u32::from(bed.server_ip) + 96)));
+    let kubeconfig = api.kubeconfig(&std::env::temp_dir(), &format!("tracer-kubeconfig-live-{}", std::process::id()));
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--kubeconfig", kubeconfig.to_str().expect("path")]);
+    let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
+    // The first lists may still be on their way right after attach (those records say `identity_stale`):
+    // connect a few times and take the first record named from a complete list.
+    for _ in 0..5 {
+        let _ = connect_from(&bed.client, "tc-clive", dst, Duration::from_secs(3));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let r = tracer.expect("refused, named from the API", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "refused", true) && v.get("identity_stale").is_none()
+    });
+    let _ = std::fs::remove_file(&kubeconfig);
+    assert_eq!(r["identity_source"], "api", "{r}");
+    assert!(r.get("identity_stale").is_none(), "in sync: {r}");
+    assert_eq!(r["identity_age_s"], 0, "{r}");
+    assert_eq!(r["src_pod"], CLIENT_POD, "{r}");
+    assert_eq!(r["dst_pod"], WORKER, "{r}");
+    assert_eq!(r["dst_service"], "app/webhooks", "{r}");
+    assert_eq!(r["cluster_verdict"], "endpoint does not listen", "{r}");
 }
 
 #[test]
