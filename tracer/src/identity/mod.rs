@@ -302,8 +302,14 @@ mod tests {
         );
         assert_eq!(id.dst_service.as_deref(), Some("app/webhooks"));
         assert_eq!(id.dst_port_name.as_deref(), Some("http"));
-        assert_eq!(id.backend_pod.as_deref(), Some("webhooks-worker-9d9667f58-hm2vd"));
-        assert_eq!(id.cluster_verdict.as_deref(), Some("endpoint does not listen"));
+        assert_eq!(
+            id.backend_pod.as_deref(),
+            Some("webhooks-worker-9d9667f58-hm2vd")
+        );
+        assert_eq!(
+            id.cluster_verdict.as_deref(),
+            Some("endpoint does not listen")
+        );
     }
 
     #[test]

@@ -72,11 +72,10 @@ impl ClusterSource {
         let written = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .map_err(read_err)?;
-        let state =
-            ClusterState::from_kubectl_json(&text).map_err(|error| SourceError::Parse {
-                path: path.to_owned(),
-                error,
-            })?;
+        let state = ClusterState::from_kubectl_json(&text).map_err(|error| SourceError::Parse {
+            path: path.to_owned(),
+            error,
+        })?;
         Ok(ClusterSource::File {
             state: Arc::new(state),
             written,

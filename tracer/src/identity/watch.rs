@@ -65,7 +65,11 @@ pub struct LiveView {
 
 #[derive(Default)]
 struct Health {
+    /// A list of this kind is in the published snapshot.
     listed: bool,
+    /// A list arrived and is not published yet: not in sync until it is (else a record could say
+    /// "current" and name nothing, in the moment between the two).
+    list_pending: bool,
     failing_since: Option<Instant>,
 }
 
@@ -217,6 +221,17 @@ fn publish_if_dirty(shared: &Shared) {
         .flat_map(|s| s.values().cloned())
         .collect();
     inner.state = Arc::new(ClusterState::from_items(items));
+    for (kind, health) in inner.health.iter_mut().enumerate() {
+        if std::mem::take(&mut health.list_pending) {
+            health.listed = true;
+            if health.failing_since.take().is_some() {
+                eprintln!(
+                    "tracer: Kubernetes API: following {} again; names are current",
+                    KINDS[kind]
+                );
+            }
+        }
+    }
 }
 
 /// `namespace/name` and the parsed object; `None` for an object the model cannot read (reported).
@@ -244,6 +259,9 @@ fn key_of<K: Resource>(obj: &K) -> String {
 
 fn mark_ok(shared: &Shared, kind: usize) {
     let mut inner = lock(shared);
+    if inner.health[kind].list_pending {
+        return; // in sync once the list is published
+    }
     if inner.health[kind].failing_since.take().is_some() {
         eprintln!(
             "tracer: Kubernetes API: following {} again; names are current",
@@ -315,10 +333,9 @@ where
         {
             let mut inner = lock(shared);
             inner.stores[kind] = items;
-            inner.health[kind].listed = true;
+            inner.health[kind].list_pending = true;
             inner.dirty = true;
         }
-        mark_ok(shared, kind);
         backoff.reset();
         loop {
             let params = WatchParams::default().timeout(WATCH_TIMEOUT_S);
@@ -501,6 +518,20 @@ mod tests {
         fx.stop();
         let view = wait_for(&live, "stale names", |v| v.stale);
         assert_eq!(names(&view).len(), 2, "the last snapshot stays in use");
+    }
+
+    /// Regression: a record once said "in sync" and named nothing, between a list and its publication.
+    #[test]
+    fn names_are_current_only_once_the_list_is_in_the_snapshot() {
+        let fx = ApiFixture::start();
+        fx.list("/api/v1/pods", "5", vec![pod("web-a", "10.244.1.10", true, "5")]);
+        let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while live.view().stale {
+            assert!(Instant::now() < deadline, "never in sync");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(names(&live.view()).len(), 1, "in sync means the list is in the snapshot");
     }
 
     #[test]
