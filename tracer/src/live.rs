@@ -18,7 +18,7 @@ use crate::{
     filter::DestinationFilter,
     flows::FlowTable,
     kernel::KernelSide,
-    netns::{self, NetnsNames},
+    netns::{self, Netns, NetnsNames},
     record::{Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
@@ -33,7 +33,6 @@ enum Stop {
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
-    let filter = KernelFilter { netns_cookie: netns.as_ref().map_or(0, |n| n.cookie) };
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             File::create(path).with_context(|| format!("creating output file {}", path.display()))?,
@@ -41,10 +40,21 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         None => Box::new(io::stdout().lock()),
     };
     let out = BufWriter::with_capacity(1 << 16, out);
-    let mut sink: Box<dyn Sink> = match args.format {
+    let sink: Box<dyn Sink> = match args.format {
         Format::Json => Box::new(JsonSink::new(out)),
         Format::Text => Box::new(TextSink::new(out)),
     };
+    trace(args, netns, sink).await
+}
+
+/// `tracer tui`: the same pipeline into the TUI's sink (a channel).
+pub async fn run_with_sink(args: TraceArgs, sink: Box<dyn Sink>) -> anyhow::Result<()> {
+    let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
+    trace(args, netns, sink).await
+}
+
+async fn trace(args: TraceArgs, netns: Option<Netns>, mut sink: Box<dyn Sink>) -> anyhow::Result<()> {
+    let filter = KernelFilter { netns_cookie: netns.as_ref().map_or(0, |n| n.cookie) };
 
     let mut kernel = KernelSide::load(filter)?;
     let mut pipeline = Pipeline {
