@@ -55,8 +55,7 @@ fn options(clock: Clock) -> Options {
 /// The node's name for the header (the hostname is the Kubernetes node name on most clusters).
 fn node_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+        .map_or_else(|_| "unknown".into(), |s| s.trim().to_string())
 }
 
 pub async fn live(args: TuiArgs) -> anyhow::Result<()> {

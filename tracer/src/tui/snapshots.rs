@@ -228,7 +228,7 @@ async fn a_key_is_answered_while_records_pour_in() {
     let (ktx, mut krx) = mpsc::channel(16);
     let template = records(DEAD_BACKEND);
     // A producer that keeps the channel full for as long as the loop runs.
-    let producer = tokio::spawn(async move {
+    let flood = tokio::spawn(async move {
         let mut i = 0usize;
         loop {
             let mut r = template[i % template.len()].clone();
@@ -256,10 +256,10 @@ async fn a_key_is_answered_while_records_pour_in() {
     let answered = Instant::now();
     let sent = quit.await.expect("quit sent");
     drop(rrx);
-    let produced = producer.await.expect("producer");
+    let taken = flood.await.expect("flood");
     assert!(
-        produced > 10_000,
-        "the loop took only {produced} records: not under load"
+        taken > 10_000,
+        "the loop took only {taken} records: not under load"
     );
     let latency = answered.duration_since(sent);
     assert!(

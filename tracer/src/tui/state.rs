@@ -26,7 +26,7 @@ pub const MARK_FOR: Duration = Duration::from_secs(5);
 /// Rows not seen for this long fade and sink below the active ones (they do not vanish).
 pub const FADE_AFTER: Duration = Duration::from_secs(30);
 /// A live flow whose end never arrives is forgotten after this long, as the pipeline does.
-const LIVE_FLOW_TTL: Duration = Duration::from_secs(300);
+const LIVE_FLOW_TTL: Duration = Duration::from_mins(5);
 /// Records kept per flow timeline: a flow sends one record per SYN retransmit and one at its end.
 const TIMELINE_MAX: usize = 16;
 
@@ -118,7 +118,7 @@ pub struct Row {
     pub live: u64,
     /// SYNs of the latest flow.
     pub syns: u16,
-    /// Time in SYN_SENT of the latest flow, or the mean for healthy connects.
+    /// Time in `SYN_SENT` of the latest flow, or the mean for healthy connects.
     pub syn_sent_ms: f64,
     #[serde(serialize_with = "serialize_time")]
     pub first_seen: SystemTime,
@@ -630,7 +630,7 @@ impl Sort {
 }
 
 /// What the user can ask for; `keys.rs` maps keys to these.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
     StartFilter,
@@ -666,6 +666,10 @@ pub enum Effect {
 
 /// The whole TUI state: the model and how the user looks at it.
 #[derive(Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent toggles of the screen, not a state machine"
+)]
 pub struct State {
     /// Where records come from: `node NAME` live, `replay FILE`.
     pub origin: String,
@@ -899,11 +903,16 @@ fn row_text(model: &Model, r: &Row) -> String {
 mod tests {
     use super::*;
 
+    /// Any fixed instant: the tests only compare times with each other.
+    const T0: u64 = 1_800_000_123;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(T0 + secs)
+    }
+
     fn connect(flow: &str, secs: u64, verdict: &str, is_final: bool, dst: &str) -> Record {
         Record::Connect(ConnectRecord {
-            time: crate::clock::rfc3339(
-                SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs),
-            ),
+            time: crate::clock::rfc3339(at(secs)),
             verdict: verdict.into(),
             cause: None,
             is_final,
@@ -1039,7 +1048,7 @@ mod tests {
     fn live_flows_without_an_end_are_forgotten() {
         let mut s = State::new("test", None);
         s.apply(connect("f", 0, "unanswered", false, "10.0.0.7:80"));
-        s.tick(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000) + LIVE_FLOW_TTL * 2);
+        s.tick(at(0) + LIVE_FLOW_TTL * 2);
         assert_eq!(s.shown().live.len(), 0);
         assert_eq!(verdicts(&s), [("unanswered".into(), 0)]);
     }

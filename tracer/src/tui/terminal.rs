@@ -51,7 +51,7 @@ impl Session {
             match capture.finish() {
                 Ok(text) => eprint!("{text}"),
                 Err(e) => {
-                    eprintln!("tracer: cannot read back the messages written during the TUI: {e}")
+                    eprintln!("tracer: cannot read back the messages written during the TUI: {e}");
                 }
             }
         }
