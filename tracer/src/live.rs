@@ -24,7 +24,7 @@ use crate::{
     filter::DestinationFilter,
     flows::FlowTable,
     kernel::KernelSide,
-    netns::{self, NetnsNames},
+    netns::{self, Netns, NetnsNames},
     record::{Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
@@ -47,12 +47,12 @@ enum Stop {
 }
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
-    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
-    let signals = Signals::install()?;
-    let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
-    let filter = KernelFilter {
-        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
-    };
+    let netns = args
+        .pipeline
+        .netns
+        .as_deref()
+        .map(netns::resolve)
+        .transpose()?;
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             File::create(path)
@@ -61,20 +61,48 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         None => Box::new(io::stdout().lock()),
     };
     let out = BufWriter::with_capacity(1 << 16, out);
-    let mut sink: Box<dyn Sink> = match args.format {
+    let sink: Box<dyn Sink> = match args.format {
         Format::Json => Box::new(JsonSink::new(out)),
         Format::Text => Box::new(TextSink::new(out)),
     };
+    trace(args, netns, sink).await
+}
 
-    let conntrack_netns = conntrack_netns_path(&args.conntrack_netns)?;
+/// `tracer tui`: the same pipeline into the TUI's sink (a channel).
+pub async fn run_with_sink(args: TraceArgs, sink: Box<dyn Sink>) -> anyhow::Result<()> {
+    let netns = args
+        .pipeline
+        .netns
+        .as_deref()
+        .map(netns::resolve)
+        .transpose()?;
+    trace(args, netns, sink).await
+}
+
+async fn trace(
+    args: TraceArgs,
+    netns: Option<Netns>,
+    mut sink: Box<dyn Sink>,
+) -> anyhow::Result<()> {
+    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
+    let signals = Signals::install()?;
+    let filter = KernelFilter {
+        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+    };
+
+    let conntrack_netns = conntrack_netns_path(&args.pipeline.conntrack_netns)?;
     let conntrack = Conntrack::open(conntrack_netns.as_deref())
         .map_err(|e| eprintln!("tracer: warning: no Service backends: {e}"))
         .ok();
     let destroyed = DestroyedNat::open(conntrack_netns.as_deref())
         .map_err(|e| eprintln!("tracer: warning: no backends for refused Service connects: {e}"))
         .ok();
-    let dumper = Dumper::start(conntrack_netns, args.stats_interval, args.stale_after);
-    let mut kernel = KernelSide::load(filter, args.max_attempts)?;
+    let dumper = Dumper::start(
+        conntrack_netns,
+        args.stats_interval,
+        args.pipeline.stale_after,
+    );
+    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts)?;
     let mut pipeline = Pipeline {
         flows: FlowTable::default(),
         enricher: Enricher {
@@ -83,11 +111,11 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
             conntrack,
             destroyed,
         },
-        services: ServiceView::new(args.service_window),
+        services: ServiceView::new(args.pipeline.service_window),
         dumper,
         filter: DestinationFilter {
-            cidrs: args.dst.clone(),
-            ports: args.port.clone(),
+            cidrs: args.pipeline.dst.clone(),
+            ports: args.pipeline.port.clone(),
         },
         events: 0,
         decode_errors: 0,
@@ -134,7 +162,11 @@ async fn event_loop(
     args: &TraceArgs,
     mut signals: Signals,
 ) -> anyhow::Result<Stop> {
-    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
+    let deadline = tokio::time::sleep(
+        args.pipeline
+            .duration
+            .unwrap_or(Duration::from_secs(u64::MAX / 4)),
+    );
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
     stats_tick.tick().await;

@@ -3,7 +3,11 @@
 //! The path of one event, in file order:
 //! `kernel/` (load, attach, ring buffer) -> `decode.rs` (bytes -> event) -> `flows.rs` (events ->
 //! flows) -> `verdict.rs` (the verdict and its sentence) -> `enrich.rs` (names, wall time) ->
-//! `filter.rs` -> `sink/` (JSON lines, text). `live.rs` wires them; this file only parses the CLI.
+//! `filter.rs` -> `sink/` (JSON lines, text, a channel to the TUI). `live.rs` wires them; this file
+//! only parses the CLI.
+//!
+//! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
+//! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
 mod cli;
 mod clock;
 mod conntrack;
@@ -15,12 +19,24 @@ mod kernel;
 mod live;
 mod netns;
 mod record;
+mod replay;
 mod sink;
+mod tui;
 mod verdict;
 
 use std::process::ExitCode;
 
 use clap::Parser as _;
+
+/// Prints to stdout; a closed pipe (`| head`) is a normal end, not an error.
+fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -36,6 +52,9 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Trace(args) => runtime.block_on(live::run(args)),
+        cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
+        cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
+        cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

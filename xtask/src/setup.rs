@@ -13,8 +13,8 @@ pub const EBPF_NIGHTLY: &str = "nightly-2026-05-20";
 const LLVM_FEATURE: &str = "llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages the integration tests and benchmarks drive.
-const TEST_PACKAGES: &[&str] = &["iproute2", "nftables"];
+/// Debian packages the integration tests and benchmarks drive (tmux: the TUI's terminal tests).
+const TEST_PACKAGES: &[&str] = &["iproute2", "nftables", "tmux"];
 
 pub fn all() -> anyhow::Result<()> {
     build_tools()?;
