@@ -21,6 +21,9 @@ pub struct Cli {
 pub enum Command {
     /// Trace connect attempts live on this node (needs root).
     Trace(TraceArgs),
+    /// Userspace pipeline throughput on synthetic records (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchPipeline(crate::bench_pipeline::BenchPipelineArgs),
 }
 
 #[derive(Debug, clap::Args)]
