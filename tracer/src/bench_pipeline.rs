@@ -72,7 +72,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
             "records_written": written,
             "decode_errors": decode_errors,
             "seconds": seconds,
-            "events_per_sec": events as f64 / seconds,
+            "events_per_sec": f64::from(u32::try_from(events).unwrap_or(u32::MAX)) / seconds,
             "pinned_to_one_cpu": pinned,
         })
     );
@@ -140,7 +140,7 @@ fn push_record(out: &mut Vec<u8>, ev: &ConnectEvent) {
     // SAFETY: ConnectEvent is repr(C), Copy and has no padding (asserted in tracer-common), so all
     // of its bytes are initialised; the slice lives only for this copy.
     let bytes = unsafe {
-        std::slice::from_raw_parts((ev as *const ConnectEvent).cast::<u8>(), size_of::<ConnectEvent>())
+        std::slice::from_raw_parts(std::ptr::from_ref(ev).cast::<u8>(), size_of::<ConnectEvent>())
     };
     out.extend_from_slice(bytes);
 }
@@ -149,12 +149,11 @@ fn push_record(out: &mut Vec<u8>, ev: &ConnectEvent) {
 fn pin_to_current_cpu() -> bool {
     // SAFETY: sched_getcpu has no preconditions; the cpu_set_t is ours and zeroed before use.
     unsafe {
-        let cpu = libc::sched_getcpu();
-        if cpu < 0 {
+        let Ok(cpu) = usize::try_from(libc::sched_getcpu()) else {
             return false;
-        }
+        };
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
+        libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) == 0
     }
 }

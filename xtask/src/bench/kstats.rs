@@ -16,16 +16,22 @@ pub struct BpfStats {
 
 impl BpfStats {
     pub fn enable() -> anyhow::Result<BpfStats> {
-        let previous = std::fs::read_to_string(BPF_STATS).context("reading kernel.bpf_stats_enabled")?;
+        let previous =
+            std::fs::read_to_string(BPF_STATS).context("reading kernel.bpf_stats_enabled")?;
         std::fs::write(BPF_STATS, "1").context("enabling kernel.bpf_stats_enabled")?;
-        Ok(BpfStats { previous: previous.trim().to_string() })
+        Ok(BpfStats {
+            previous: previous.trim().to_string(),
+        })
     }
 }
 
 impl Drop for BpfStats {
     fn drop(&mut self) {
         if let Err(e) = std::fs::write(BPF_STATS, &self.previous) {
-            eprintln!("bench: could not restore kernel.bpf_stats_enabled={}: {e}", self.previous);
+            eprintln!(
+                "bench: could not restore kernel.bpf_stats_enabled={}: {e}",
+                self.previous
+            );
         }
     }
 }
@@ -42,11 +48,19 @@ pub struct ProgStat {
 /// fdinfo text of every fd of `pid` whose link target is `kind`.
 fn fds_of_kind(pid: u32, kind: &str) -> Vec<String> {
     let dir = PathBuf::from(format!("/proc/{pid}/fd"));
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
     entries
         .flatten()
         .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy() == kind))
-        .filter_map(|e| std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_string_lossy())).ok())
+        .filter_map(|e| {
+            std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                e.file_name().to_string_lossy()
+            ))
+            .ok()
+        })
         .collect()
 }
 
@@ -61,7 +75,9 @@ fn field(fdinfo: &str, name: &str) -> Option<u64> {
 pub fn prog_stats(pid: u32) -> Vec<ProgStat> {
     let mut by_id = BTreeMap::new();
     for info in fds_of_kind(pid, "anon_inode:bpf-prog") {
-        let Some(id) = field(&info, "prog_id") else { continue };
+        let Some(id) = field(&info, "prog_id") else {
+            continue;
+        };
         by_id.entry(id).or_insert_with(|| ProgStat {
             id,
             name: String::new(),
@@ -78,7 +94,10 @@ pub fn prog_stats(pid: u32) -> Vec<ProgStat> {
 
 /// A program's name from bpftool, if installed.
 fn prog_name(id: u64) -> Option<String> {
-    let out = Command::new("bpftool").args(["prog", "show", "id", &id.to_string(), "--json"]).output().ok()?;
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "id", &id.to_string(), "--json"])
+        .output()
+        .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     v.get("name")?.as_str().map(str::to_string)
 }
@@ -95,6 +114,13 @@ pub fn map_memlock(pid: u32) -> u64 {
 /// Peak resident set size of `pid`, bytes (`VmHWM`).
 pub fn vm_hwm(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }

@@ -2,7 +2,7 @@
 //! processes that do so before opening anything):
 //! - `connect_load`: short TCP connects to the VIP as fast as the machine allows for a fixed time.
 //!   Non-blocking connects, many in flight per thread (epoll); an answered connect is closed at once
-//!   with `SO_LINGER` 0 (RST, no TIME_WAIT); one with no answer after `timeout` is closed and counted as
+//!   with `SO_LINGER` 0 (RST, no `TIME_WAIT`); one with no answer after `timeout` is closed and counted as
 //!   a failure (those went to the dropping backend).
 //! - `flood_worker`: many distinct SYNs to the dropping backend, sockets held open for a while.
 //! - `black_holed_connect`: one connect to the dropping backend, timed, for detection latency.
@@ -63,15 +63,22 @@ pub struct LoadConfig {
 }
 
 /// Runs the connect load from `threads` threads in namespace `ns` against `target`.
-pub fn connect_load(ns: &Path, target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResult> {
+pub fn connect_load(
+    ns: &Path,
+    target: SocketAddrV4,
+    cfg: LoadConfig,
+) -> anyhow::Result<LoadResult> {
     let handles: Vec<_> = (0..cfg.threads)
         .map(|i| {
             let ns = ns.to_path_buf();
+            // Each thread cycles through its own share of the source ports.
+            let span = (65_535 - 1024) / cfg.threads as u32;
+            let ports = (1024 + i as u32 * span) as u16..(1024 + (i as u32 + 1) * span) as u16;
             std::thread::Builder::new()
                 .name(format!("bench-load{i}"))
                 .spawn(move || -> anyhow::Result<LoadResult> {
                     testbed::enter(&ns)?;
-                    load_thread(target, cfg)
+                    load_thread(target, cfg, ports)
                 })
                 .context("spawning a load thread")
         })
@@ -82,7 +89,10 @@ pub fn connect_load(ns: &Path, target: SocketAddrV4, cfg: LoadConfig) -> anyhow:
         match h.join() {
             Ok(Ok(r)) => total.add(&r),
             Ok(Err(e)) => first_error = first_error.or(Some(e)),
-            Err(_) => first_error = first_error.or_else(|| Some(anyhow::anyhow!("a load thread panicked"))),
+            Err(_) => {
+                first_error =
+                    first_error.or_else(|| Some(anyhow::anyhow!("a load thread panicked")));
+            }
         }
     }
     match first_error {
@@ -97,7 +107,18 @@ struct Slot {
 }
 
 /// One thread's loop: keep `inflight` connects open, for `duration`, then drain (bounded).
-fn load_thread(target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResult> {
+///
+/// Source ports are chosen here, round-robin over `ports`, not by the kernel: the kernel reuses a
+/// freed port within a few connects, and a port whose last SYN went to the dropping backend still has
+/// a `SYN_SENT` conntrack entry in the node, so its next connect would be sent to the black hole
+/// again (conntrack keeps the DNAT of the entry). That would make failures pile up far beyond the
+/// configured share. Cycling through ~32k ports gives entries seconds to expire.
+fn load_thread(
+    target: SocketAddrV4,
+    cfg: LoadConfig,
+    ports: std::ops::Range<u16>,
+) -> anyhow::Result<LoadResult> {
+    let mut next_port = ports.start;
     // SAFETY: epoll_create1(2); the fd is closed by the guard below.
     let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if epfd < 0 {
@@ -125,7 +146,15 @@ fn load_thread(target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResu
         if loading {
             while let Some(i) = free.pop() {
                 generation = generation.wrapping_add(1);
-                match start_connect(epfd, target, i, generation) {
+                match start_connect(epfd, target, i, generation, || {
+                    let p = next_port;
+                    next_port = if next_port + 1 >= ports.end {
+                        ports.start
+                    } else {
+                        next_port + 1
+                    };
+                    p
+                }) {
                     Ok(Some(fd)) => {
                         slots[i] = Some(Slot { fd, generation });
                         deadlines.push_back((i, generation, Instant::now() + cfg.timeout));
@@ -144,10 +173,19 @@ fn load_thread(target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResu
             }
         }
         // SAFETY: epoll_wait(2) into our buffer of `events.len()` entries.
-        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), events.len() as i32, 2) };
+        let n = unsafe {
+            libc::epoll_wait(
+                epfd,
+                events.as_mut_ptr(),
+                i32::try_from(events.len()).unwrap_or(i32::MAX),
+                2,
+            )
+        };
         for ev in events.iter().take(usize::try_from(n).unwrap_or(0)) {
             let (i, g) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32);
-            let Some(slot) = slots.get_mut(i).and_then(Option::take) else { continue };
+            let Some(slot) = slots.get_mut(i).and_then(Option::take) else {
+                continue;
+            };
             if slot.generation != g {
                 slots[i] = Some(slot);
                 continue;
@@ -166,12 +204,12 @@ fn load_thread(target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResu
                 break;
             }
             deadlines.pop_front();
-            if slots[i].as_ref().is_some_and(|s| s.generation == g) {
-                if let Some(slot) = slots[i].take() {
-                    close(slot.fd);
-                    result.timed_out += 1;
-                    free.push(i);
-                }
+            if slots[i].as_ref().is_some_and(|s| s.generation == g)
+                && let Some(slot) = slots[i].take()
+            {
+                close(slot.fd);
+                result.timed_out += 1;
+                free.push(i);
             }
         }
     }
@@ -179,16 +217,39 @@ fn load_thread(target: SocketAddrV4, cfg: LoadConfig) -> anyhow::Result<LoadResu
         close(slot.fd);
         result.cut += 1;
     }
-    result.elapsed = load_end.saturating_duration_since(start).min(start.elapsed());
+    result.elapsed = load_end
+        .saturating_duration_since(start)
+        .min(start.elapsed());
     Ok(result)
 }
 
-/// Starts one non-blocking connect. `Ok(Some(fd))`: in progress, registered with epoll;
-/// `Ok(None)`: connected at once (and closed).
-fn start_connect(epfd: RawFd, target: SocketAddrV4, slot: usize, generation: u32) -> std::io::Result<Option<RawFd>> {
+/// Starts one non-blocking connect from a source port `next_port` gives. `Ok(Some(fd))`: in
+/// progress, registered with epoll; `Ok(None)`: connected at once (and closed).
+fn start_connect(
+    epfd: RawFd,
+    target: SocketAddrV4,
+    slot: usize,
+    generation: u32,
+    mut next_port: impl FnMut() -> u16,
+) -> std::io::Result<Option<RawFd>> {
     let fd = nonblocking_socket()?;
+    let mut bound = Err(std::io::Error::from_raw_os_error(libc::EADDRINUSE));
+    // A port still held by an earlier socket is skipped; bounded tries.
+    for _ in 0..16 {
+        bound = bind_port(fd, next_port());
+        if bound.is_ok() {
+            break;
+        }
+    }
+    if let Err(e) = bound {
+        close(fd);
+        return Err(e);
+    }
     // An RST on close: the connect is done, and no TIME_WAIT piles up on either side.
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: setsockopt(2) with a pointer to a linger struct we own and its exact size.
     unsafe {
         libc::setsockopt(
@@ -226,36 +287,82 @@ fn start_connect(epfd: RawFd, target: SocketAddrV4, slot: usize, generation: u32
 
 fn nonblocking_socket() -> std::io::Result<RawFd> {
     // SAFETY: socket(2) with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(fd)
 }
 
+fn bind_port(fd: RawFd, port: u16) -> std::io::Result<()> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: 0 },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: bind(2) with a sockaddr_in we own and its exact size.
+    let rc = unsafe {
+        libc::bind(
+            fd,
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn connect(fd: RawFd, target: SocketAddrV4) -> std::io::Result<()> {
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: target.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*target.ip()).to_be() },
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*target.ip()).to_be(),
+        },
         sin_zero: [0; 8],
     };
     // SAFETY: connect(2) with a sockaddr_in we own and its exact size.
     let rc = unsafe {
-        libc::connect(fd, (&raw const addr).cast(), size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        libc::connect(
+            fd,
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
     };
-    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 fn socket_error(fd: RawFd) -> i32 {
     let mut err: libc::c_int = 0;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt(2) writing at most `len` bytes into `err`, which we own.
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_ERROR, (&raw mut err).cast(), &raw mut len) };
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&raw mut err).cast(),
+            &raw mut len,
+        )
+    };
     if rc != 0 { -1 } else { err }
 }
 
-/// Local port of a socket (assigned by connect()).
+/// Local port of a socket (assigned by `connect()`).
 fn local_port(fd: RawFd) -> Option<u16> {
     // SAFETY: an all-zero sockaddr_in is valid; getsockname(2) writes at most `len` bytes into it.
     let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
@@ -277,7 +384,7 @@ impl Drop for FdGuard {
     }
 }
 
-/// A connect to the dropping backend that stays in SYN_SENT until dropped (closed then).
+/// A connect to the dropping backend that stays in `SYN_SENT` until dropped (closed then).
 pub struct PendingConnect {
     fd: RawFd,
     pub local_port: u16,
@@ -303,9 +410,16 @@ pub fn black_holed_connect(target: SocketAddrV4) -> anyhow::Result<PendingConnec
     }
     let Some(local_port) = local_port(fd) else {
         close(fd);
-        bail!("getsockname after connect: {}", std::io::Error::last_os_error());
+        bail!(
+            "getsockname after connect: {}",
+            std::io::Error::last_os_error()
+        );
     };
-    Ok(PendingConnect { fd, local_port, started })
+    Ok(PendingConnect {
+        fd,
+        local_port,
+        started,
+    })
 }
 
 /// Flood worker processes: each holds up to `per_worker` unanswered connects (the fd limit is per
@@ -324,7 +438,11 @@ impl Flood {
     /// 4-tuple is distinct with one source address). Returns once every worker reported.
     pub fn start(ns: &Path, total: u64) -> anyhow::Result<Flood> {
         let exe = std::env::current_exe().context("locating the xtask binary")?;
-        let mut flood = Flood { workers: Vec::new(), opened: 0, failed: 0 };
+        let mut flood = Flood {
+            workers: Vec::new(),
+            opened: 0,
+            failed: 0,
+        };
         let mut left = total;
         let mut port = testbed::FLOOD_PORTS.start;
         while left > 0 {
@@ -333,7 +451,12 @@ impl Flood {
             }
             let count = left.min(PER_WORKER);
             let child = std::process::Command::new(&exe)
-                .args(["bench-flood-worker", &ns.display().to_string(), &port.to_string(), &count.to_string()])
+                .args([
+                    "bench-flood-worker",
+                    &ns.display().to_string(),
+                    &port.to_string(),
+                    &count.to_string(),
+                ])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -413,13 +536,16 @@ pub fn flood_worker(ns: &str, port: u16, count: u64) -> anyhow::Result<()> {
         let _ = std::io::stdin().read_line(&mut sink);
         let _ = tx.send(());
     });
-    let _ = rx.recv_timeout(Duration::from_secs(60));
+    let _ = rx.recv_timeout(Duration::from_mins(1));
     drop(fds);
     Ok(())
 }
 
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit(2) on a struct we own.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) == 0 {

@@ -10,6 +10,12 @@
 //! Rounds are interleaved (none, tracer, conntrack, bpftrace, none, ...) and each peer's rate is
 //! compared with the no-tracer round of the same cycle, so slow drifts of a shared machine cancel out.
 //! Every loop is bounded in count and time; Ctrl-C ends the current step and everything is cleaned up.
+// Counts here stay far below 2^52; they become rates and ratios.
+#![allow(
+    clippy::cast_precision_loss,
+    reason = "counts far below 2^52 turned into rates"
+)]
+
 mod kstats;
 mod load;
 mod peers;
@@ -56,7 +62,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Connects in flight per load thread.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 512)]
     pub inflight: usize,
     /// Connect timeout of the load generator, ms (connects to the dropping backend end here).
     #[arg(long, default_value_t = 300)]
@@ -133,20 +139,29 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
     let started = Instant::now();
 
-    let work = WorkDir { path: PathBuf::from(format!("/tmp/bhb-bench-{}", std::process::id())), keep: args.keep };
+    let work = WorkDir {
+        path: PathBuf::from(format!("/tmp/bhb-bench-{}", std::process::id())),
+        keep: args.keep,
+    };
     std::fs::create_dir_all(&work.path)?;
     testbed::remove_stale();
     let bed = testbed::Testbed::new(args.drop_percent)?;
     let mut table = Table::default();
 
-    eprintln!("bench: userspace pipeline, {} synthetic records on one core", args.pipeline_events);
+    eprintln!(
+        "bench: userspace pipeline, {} synthetic records on one core",
+        args.pipeline_events
+    );
     pipeline(&tracer, args.pipeline_events, &mut table)?;
     check_interrupted()?;
 
     let warm = load::connect_load(
         &bed.client.path(),
         testbed::VIP,
-        LoadConfig { duration: Duration::from_secs(1), ..load_cfg },
+        LoadConfig {
+            duration: Duration::from_secs(1),
+            ..load_cfg
+        },
     )?;
     eprintln!(
         "bench: warm-up {:.0} connects/s, {} answered, {} timed out, {} errors, {} accepted by the backends",
@@ -162,9 +177,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
     connect_rounds(&tracer, &bed, &work.path, rounds, load_cfg, &mut table)?;
     check_interrupted()?;
-    latency(&tracer, &bed, args.latency_connects.clamp(1, 50), &mut table)?;
+    latency(
+        &tracer,
+        &bed,
+        args.latency_connects.clamp(1, 50),
+        &mut table,
+    )?;
     check_interrupted()?;
-    flood(&tracer, &bed, &work.path, args.flood.min(load::PER_WORKER * 90), &mut table)?;
+    flood(
+        &tracer,
+        &bed,
+        &work.path,
+        args.flood.min(load::PER_WORKER * 90),
+        &mut table,
+    )?;
 
     drop(bed);
     println!();
@@ -195,8 +221,12 @@ fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()>
     if !out.status.success() {
         bail!("tracer bench-pipeline failed: {}", out.status);
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("parsing tracer bench-pipeline output")?;
-    let rate = v.get("events_per_sec").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("parsing tracer bench-pipeline output")?;
+    let rate = v
+        .get("events_per_sec")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0);
     table.check(
         "userspace pipeline, events/s on one core",
         format!("{:.2}M", rate / 1e6),
@@ -205,8 +235,7 @@ fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()>
     );
     if rate < 1e6 {
         table.notes.push(format!(
-            "pipeline: {:.0} events/s; the JSON sink (serde_json of each record) dominates: a hand-written writer, or serialising borrowed fields instead of cloning the record, would close it",
-            rate
+            "pipeline: {rate:.0} events/s; a profile (perf) shows the time in building each record's ~8 heap Strings (time, addresses, flow id, explanation), integer/address formatting, malloc/free and serde_json escaping of the long explanation: formatting straight into the output buffer without intermediate Strings (and caching the explanation per verdict) would close it"
         ));
     }
     Ok(())
@@ -218,8 +247,14 @@ struct RoundResult {
     cycle: usize,
     load: LoadResult,
     tracer: Option<report::TracerOutput>,
+    /// The extra round with BPF run-time stats on (not used for the loss).
+    with_stats: bool,
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one schedule, then the figures it yields, in reading order"
+)]
 fn connect_rounds(
     tracer: &Path,
     bed: &testbed::Testbed,
@@ -232,16 +267,24 @@ fn connect_rounds(
     let mut prog_totals: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let client_ns = bed.client.name.clone();
     let vip = testbed::VIP.to_string();
-    for cycle in 0..cycles {
-        for peer in Peer::ALL {
+    // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
+    // add two clock reads to every program run, so they stay out of the rounds that measure loss.
+    let schedule = (0..cycles)
+        .flat_map(|c| Peer::ALL.map(|p| (c, p, false)))
+        .chain(std::iter::once((cycles, Peer::Tracer, true)));
+    for (cycle, peer, with_stats) in schedule {
+        {
             check_interrupted()?;
-            // BPF run-time stats only while the tracer runs (they cost every program a little).
-            let stats_guard = if peer == Peer::Tracer { Some(kstats::BpfStats::enable()?) } else { None };
+            let stats_guard = if with_stats {
+                Some(kstats::BpfStats::enable()?)
+            } else {
+                None
+            };
             let mut running = peers::start(peer, tracer, bed, dir, cycle)?;
             let load = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
             let mut tracer_out = None;
             if let Some(r) = running.as_mut() {
-                if peer == Peer::Tracer {
+                if with_stats {
                     for p in kstats::prog_stats(r.pid()) {
                         let e = prog_totals.entry(p.name).or_default();
                         e.0 += p.run_time_ns;
@@ -259,8 +302,12 @@ fn connect_rounds(
             drop(running);
             drop(stats_guard);
             eprintln!(
-                "bench: cycle {}/{cycles} {:<16} {:>7.0} connects/s ({} answered, {} failed, {} cut){}",
-                cycle + 1,
+                "bench: {} {:<16} {:>7.0} connects/s ({} answered, {} failed, {} cut){}",
+                if with_stats {
+                    "stats round".to_string()
+                } else {
+                    format!("cycle {}/{cycles}", cycle + 1)
+                },
                 peer.name(),
                 load.rate(),
                 load.ok,
@@ -271,40 +318,75 @@ fn connect_rounds(
                     t.failures_reported, t.events, t.dropped_total
                 ))
             );
-            results.push(RoundResult { peer, cycle, load, tracer: tracer_out });
+            results.push(RoundResult {
+                peer,
+                cycle,
+                load,
+                tracer: tracer_out,
+                with_stats,
+            });
         }
     }
 
     // Connect rate and loss, each round against the no-tracer round of its own cycle.
     let rate_of = |peer: Peer, cycle: usize| {
-        results.iter().find(|r| r.peer == peer && r.cycle == cycle).map(|r| r.load.rate())
+        results
+            .iter()
+            .find(|r| r.peer == peer && r.cycle == cycle && !r.with_stats)
+            .map(|r| r.load.rate())
     };
     let base: Vec<f64> = (0..cycles).filter_map(|c| rate_of(Peer::None, c)).collect();
-    table.info("connects/s, no tracer (median)", format!("{:.0}", median(&base)));
+    table.info(
+        "connects/s, no tracer (median)",
+        format!("{:.0}", median(&base)),
+    );
     for peer in [Peer::Tracer, Peer::Conntrack, Peer::Bpftrace] {
         let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
-        let ratios: Vec<f64> =
-            (0..cycles).filter_map(|c| Some(rate_of(peer, c)? / rate_of(Peer::None, c)?)).collect();
+        let ratios: Vec<f64> = (0..cycles)
+            .filter_map(|c| Some(rate_of(peer, c)? / rate_of(Peer::None, c)?))
+            .collect();
         let loss = 1.0 - median(&ratios);
         let value = format!("{:.0}/s, loss {:.1}%", median(&rates), loss * 100.0);
         if peer == Peer::Tracer {
-            table.check("connects/s with this tracer, loss vs none", value, "loss <= 3%", loss <= 0.03);
+            table.check(
+                "connects/s with this tracer, loss vs none",
+                value,
+                "loss <= 3%",
+                loss <= 0.03,
+            );
         } else {
-            table.info(format!("connects/s with {}, loss vs none", peer.name()), value);
+            table.info(
+                format!("connects/s with {}, loss vs none", peer.name()),
+                value,
+            );
         }
     }
 
-    // Kernel cost: ns per run of each program, over all tracer rounds.
-    let tracer_rounds: Vec<&RoundResult> = results.iter().filter(|r| r.peer == Peer::Tracer).collect();
-    let connects: u64 = tracer_rounds.iter().map(|r| r.load.ok + r.load.failed() + r.load.cut).sum();
+    // Kernel cost: ns per run of each program, in the stats round.
+    let tracer_rounds: Vec<&RoundResult> =
+        results.iter().filter(|r| r.peer == Peer::Tracer).collect();
+    let connects: u64 = tracer_rounds
+        .iter()
+        .filter(|r| r.with_stats)
+        .map(|r| r.load.ok + r.load.failed() + r.load.cut)
+        .sum();
     let mut kernel_ns_total = 0u64;
     for (name, (ns, cnt)) in &prog_totals {
         kernel_ns_total += ns;
-        let per_run = if *cnt > 0 { *ns as f64 / *cnt as f64 } else { 0.0 };
-        table.info(format!("kernel: {name}, ns/run"), format!("{per_run:.0} ({cnt} runs)"));
+        let per_run = if *cnt > 0 {
+            format!("{:.0}", *ns as f64 / *cnt as f64)
+        } else {
+            "-".into()
+        };
+        table.info(
+            format!("kernel: {name}, ns/run"),
+            format!("{per_run} ({cnt} runs)"),
+        );
     }
     if prog_totals.is_empty() {
-        table.notes.push("no BPF program stats could be read from the tracer's fds".into());
+        table
+            .notes
+            .push("no BPF program stats could be read from the tracer's fds".into());
     }
     table.info(
         "kernel: all programs, ns per connect of the load",
@@ -316,45 +398,60 @@ fn connect_rounds(
         .fold((0, 0), |(e, a), t| (e + t.events, a + t.attempts));
     table.info(
         "events to userspace per connect (events/attempts)",
-        format!("{:.4} ({events}/{attempts})", events as f64 / attempts.max(1) as f64),
+        format!(
+            "{:.4} ({events}/{attempts})",
+            events as f64 / attempts.max(1) as f64
+        ),
     );
 
     // Completeness at the highest rate the tracer rounds reached.
-    if let Some(best) = tracer_rounds.iter().max_by(|a, b| a.load.rate().total_cmp(&b.load.rate())) {
-        if let Some(t) = &best.tracer {
-            let seen = best.load.failed();
-            let complete = t.failures_reported >= seen && t.failures_reported <= seen + best.load.cut;
-            table.check(
-                format!("failures reported / seen at {:.0} connects/s", best.load.rate()),
-                format!("{} / {seen}", t.failures_reported),
-                "all reported",
-                complete,
-            );
-            table.check(
-                format!("dropped events at {:.0} connects/s", best.load.rate()),
-                t.dropped_total.to_string(),
-                "0",
-                t.dropped_total == 0,
-            );
-            if best.load.rate() < 10_000.0 {
-                table.notes.push(format!(
-                    "the load reached {:.0} connects/s, below the 10k/s of the completeness target: the figures hold at that rate only",
-                    best.load.rate()
-                ));
-            }
-            if !complete {
-                table.notes.push(format!("completeness: tracer dropped {}", t.dropped));
-            }
+    let loss_rounds = tracer_rounds.iter().filter(|r| !r.with_stats);
+    if let Some(best) = loss_rounds.max_by(|a, b| a.load.rate().total_cmp(&b.load.rate()))
+        && let Some(t) = &best.tracer
+    {
+        let seen = best.load.failed();
+        let complete = t.failures_reported >= seen && t.failures_reported <= seen + best.load.cut;
+        table.check(
+            format!(
+                "failures reported / seen at {:.0} connects/s",
+                best.load.rate()
+            ),
+            format!("{} / {seen}", t.failures_reported),
+            "all reported",
+            complete,
+        );
+        table.check(
+            format!("dropped events at {:.0} connects/s", best.load.rate()),
+            t.dropped_total.to_string(),
+            "0",
+            t.dropped_total == 0,
+        );
+        if best.load.rate() < 10_000.0 {
+            table.notes.push(format!(
+                "the load reached {:.0} connects/s, below the 10k/s of the completeness target: the figures hold at that rate only",
+                best.load.rate()
+            ));
+        }
+        if !complete {
+            table
+                .notes
+                .push(format!("completeness: tracer dropped {}", t.dropped));
         }
     }
     Ok(())
 }
 
-/// Time from a black-holed connect() to the tracer's first `unanswered` record for it.
-fn latency(tracer: &Path, bed: &testbed::Testbed, count: usize, table: &mut Table) -> anyhow::Result<()> {
+/// Time from a black-holed `connect()` to the tracer's first `unanswered` record for it.
+fn latency(
+    tracer: &Path,
+    bed: &testbed::Testbed,
+    count: usize,
+    table: &mut Table,
+) -> anyhow::Result<()> {
     eprintln!("bench: detection latency, {count} black-holed connects");
     let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json"]).stdout(Stdio::piped());
+    cmd.args(["trace", "--format", "json"])
+        .stdout(Stdio::piped());
     let mut running = peers::start_tracer(cmd, PathBuf::from("(stdout)"))?;
     let stdout = running.take_stdout().context("tracer stdout")?;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -362,14 +459,28 @@ fn latency(tracer: &Path, bed: &testbed::Testbed, count: usize, table: &mut Tabl
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let at = Instant::now();
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-            let s = |k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
-            if s("kind") == "connect" && s("verdict") == "unanswered" {
-                if let Some(port) = s("src").strip_prefix(&format!("{client}:")).and_then(|p| p.parse::<u16>().ok()) {
-                    let syn_ms = v.get("syn_sent_ms").and_then(serde_json::Value::as_u64).unwrap_or(0);
-                    if tx.send((port, at, syn_ms)).is_err() {
-                        break;
-                    }
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let s = |k: &str| {
+                v.get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let port = s("src")
+                .strip_prefix(&format!("{client}:"))
+                .and_then(|p| p.parse::<u16>().ok());
+            if let Some(port) = port
+                && s("kind") == "connect"
+                && s("verdict") == "unanswered"
+            {
+                let syn_ms = v
+                    .get("syn_sent_ms")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                if tx.send((port, at, syn_ms)).is_err() {
+                    break;
                 }
             }
         }
@@ -401,7 +512,11 @@ fn latency(tracer: &Path, bed: &testbed::Testbed, count: usize, table: &mut Tabl
     Ok(())
 }
 
-fn pending_close(pending: Vec<load::PendingConnect>, first: &BTreeMap<u16, (Instant, u64)>, table: &mut Table) {
+fn pending_close(
+    pending: Vec<load::PendingConnect>,
+    first: &BTreeMap<u16, (Instant, u64)>,
+    table: &mut Table,
+) {
     let mut beyond_floor = Vec::new();
     let mut beyond_retransmit = Vec::new();
     for p in &pending {
@@ -415,7 +530,10 @@ fn pending_close(pending: Vec<load::PendingConnect>, first: &BTreeMap<u16, (Inst
     drop(pending);
     let m = median(&beyond_floor);
     table.check(
-        format!("first `unanswered` after connect(), minus 1 s (median of {})", beyond_floor.len()),
+        format!(
+            "first `unanswered` after connect(), minus 1 s (median of {})",
+            beyond_floor.len()
+        ),
         format!("{m:.1} ms"),
         "<= 100 ms",
         m <= 100.0 && missing == 0,
@@ -425,16 +543,25 @@ fn pending_close(pending: Vec<load::PendingConnect>, first: &BTreeMap<u16, (Inst
         format!("{:.1} ms", median(&beyond_retransmit)),
     );
     if missing > 0 {
-        table.notes.push(format!("latency: {missing} black-holed connects got no `unanswered` record within 4 s"));
+        table.notes.push(format!(
+            "latency: {missing} black-holed connects got no `unanswered` record within 4 s"
+        ));
     }
 }
 
 /// RSS and map memory of the tracer after a flood of distinct unanswered SYNs.
-fn flood(tracer: &Path, bed: &testbed::Testbed, dir: &Path, total: u64, table: &mut Table) -> anyhow::Result<()> {
+fn flood(
+    tracer: &Path,
+    bed: &testbed::Testbed,
+    dir: &Path,
+    total: u64,
+    table: &mut Table,
+) -> anyhow::Result<()> {
     eprintln!("bench: memory, flood of {total} distinct unanswered SYNs");
     let output = dir.join("flood-tracer.jsonl");
     let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json", "--output"]).arg(&output);
+    cmd.args(["trace", "--format", "json", "--output"])
+        .arg(&output);
     let mut running = peers::start_tracer(cmd, output.clone())?;
     let pid = running.pid();
     let flood = load::Flood::start(&bed.client.path(), total)?;
@@ -451,9 +578,20 @@ fn flood(tracer: &Path, bed: &testbed::Testbed, dir: &Path, total: u64, table: &
     let _ = std::fs::remove_file(&output);
 
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    table.info("flood: unanswered SYNs held open", format!("{opened} ({failed} failed to start)"));
-    table.check("flood: tracer peak RSS (VmHWM)", format!("{:.1} MiB", mib(rss)), "<= 64 MiB", rss <= 64 << 20);
-    table.info("flood: kernel map memory (memlock)", format!("{:.1} MiB", mib(memlock)));
+    table.info(
+        "flood: unanswered SYNs held open",
+        format!("{opened} ({failed} failed to start)"),
+    );
+    table.check(
+        "flood: tracer peak RSS (VmHWM)",
+        format!("{:.1} MiB", mib(rss)),
+        "<= 64 MiB",
+        rss <= 64 << 20,
+    );
+    table.info(
+        "flood: kernel map memory (memlock)",
+        format!("{:.1} MiB", mib(memlock)),
+    );
     let expected_full = opened.saturating_sub(65_536);
     table.check(
         "flood: attempts not followed (attempts_map_full)",
@@ -461,6 +599,15 @@ fn flood(tracer: &Path, bed: &testbed::Testbed, dir: &Path, total: u64, table: &
         format!(">= {expected_full}, counted"),
         out.attempts_map_full >= expected_full,
     );
-    table.info("flood: other drops (ring buffer full, ...)", out.dropped);
+    table.info(
+        "flood: events lost to a full ring buffer (counted)",
+        out.ring_buffer_full.to_string(),
+    );
+    if out.ring_buffer_full > 0 {
+        table.notes.push(format!(
+            "flood: {} events found the 4 MiB ring buffer full (counted and shown by the tracer, not silent); a larger ring buffer or batching the first retransmits of many sockets would close it",
+            out.ring_buffer_full
+        ));
+    }
     Ok(())
 }

@@ -83,35 +83,55 @@ impl Running {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        bail!("peer writing {} did not stop within 15 s; killed", self.output.display())
+        bail!(
+            "peer writing {} did not stop within 15 s; killed",
+            self.output.display()
+        )
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if !self.stopped {
-            if let Err(e) = self.stop() {
-                eprintln!("bench: {e:#}");
-            }
+        if !self.stopped
+            && let Err(e) = self.stop()
+        {
+            eprintln!("bench: {e:#}");
         }
     }
 }
 
 /// Starts `peer` writing to a file in `dir`; returns when it is attached. `None` for no peer.
-pub fn start(peer: Peer, tracer: &Path, bed: &Testbed, dir: &Path, round: usize) -> anyhow::Result<Option<Running>> {
-    let output = dir.join(format!("round{round}-{}.out", peer.name().replace(' ', "_")));
+pub fn start(
+    peer: Peer,
+    tracer: &Path,
+    bed: &Testbed,
+    dir: &Path,
+    round: usize,
+) -> anyhow::Result<Option<Running>> {
+    let output = dir.join(format!(
+        "round{round}-{}.out",
+        peer.name().replace(' ', "_")
+    ));
     match peer {
         Peer::None => Ok(None),
         Peer::Tracer => {
             let mut cmd = Command::new(tracer);
-            cmd.args(["trace", "--format", "json", "--output"]).arg(&output);
+            cmd.args(["trace", "--format", "json", "--output"])
+                .arg(&output);
             start_tracer(cmd, output).map(Some)
         }
         Peer::Conntrack => {
             let mut cmd = bed.node.command("conntrack");
-            cmd.args(["-E", "-p", "tcp"]).stdout(File::create(&output)?).stderr(Stdio::null());
+            cmd.args(["-E", "-p", "tcp"])
+                .stdout(File::create(&output)?)
+                .stderr(Stdio::null());
             let child = cmd.spawn().context("starting conntrack -E")?;
-            let mut running = Running { child, stop_signal: libc::SIGTERM, output, stopped: false };
+            let mut running = Running {
+                child,
+                stop_signal: libc::SIGTERM,
+                output,
+                stopped: false,
+            };
             // conntrack subscribes to its netlink groups at once; give it a moment, and make sure
             // it did not exit (missing module, no permission).
             std::thread::sleep(Duration::from_millis(300));
@@ -123,11 +143,22 @@ pub fn start(peer: Peer, tracer: &Path, bed: &Testbed, dir: &Path, round: usize)
         }
         Peer::Bpftrace => {
             let mut cmd = Command::new("bpftrace");
-            cmd.arg("-o").arg(&output).args(["-e", BPFTRACE_SCRIPT]).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd.arg("-o")
+                .arg(&output)
+                .args(["-e", BPFTRACE_SCRIPT])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
             let child = cmd.spawn().context("starting bpftrace")?;
-            let mut running = Running { child, stop_signal: libc::SIGINT, output, stopped: false };
+            let mut running = Running {
+                child,
+                stop_signal: libc::SIGINT,
+                output,
+                stopped: false,
+            };
             // bpftrace writes "Attaching N probes..." to its output once the probes are attached.
-            wait_for(&mut running, Duration::from_secs(30), |text| text.contains("Attaching"))?;
+            wait_for(&mut running, Duration::from_secs(30), |text| {
+                text.contains("Attaching")
+            })?;
             // The message comes just before the attach itself.
             std::thread::sleep(Duration::from_millis(300));
             Ok(Some(running))
@@ -137,7 +168,10 @@ pub fn start(peer: Peer, tracer: &Path, bed: &Testbed, dir: &Path, round: usize)
 
 /// Starts the tracer (`cmd`); returns once it says it is attached. Its stderr is drained by a thread.
 pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running> {
-    let mut child = cmd.stderr(Stdio::piped()).spawn().context("starting the tracer")?;
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the tracer")?;
     let stderr = child.stderr.take().context("tracer stderr")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -149,19 +183,26 @@ pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running
             }
         }
     });
-    let mut running = Running { child, stop_signal: libc::SIGTERM, output, stopped: false };
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(_) => Ok(running),
-        Err(_) => {
-            let _ = running.child.kill();
-            let _ = running.child.wait();
-            running.stopped = true;
-            bail!("the tracer did not attach within 60 s (see its stderr above)")
-        }
+    let mut running = Running {
+        child,
+        stop_signal: libc::SIGTERM,
+        output,
+        stopped: false,
+    };
+    if rx.recv_timeout(Duration::from_mins(1)).is_ok() {
+        return Ok(running);
     }
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    running.stopped = true;
+    bail!("the tracer did not attach within 60 s (see its stderr above)")
 }
 
-fn wait_for(running: &mut Running, limit: Duration, ready: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+fn wait_for(
+    running: &mut Running,
+    limit: Duration,
+    ready: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline && !interrupted() {
         if ready(&std::fs::read_to_string(&running.output).unwrap_or_default()) {
@@ -173,5 +214,8 @@ fn wait_for(running: &mut Running, limit: Duration, ready: impl Fn(&str) -> bool
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    bail!("peer writing {} was not ready within {limit:?}", running.output.display())
+    bail!(
+        "peer writing {} was not ready within {limit:?}",
+        running.output.display()
+    )
 }
