@@ -27,6 +27,9 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Print the ranked table of a recorded JSON-lines file as plain text, for a ticket.
     Summary(SummaryArgs),
+    /// Userspace pipeline throughput on synthetic records (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchPipeline(crate::bench_pipeline::BenchPipelineArgs),
 }
 
 /// What to follow and how: shared by `trace` and `tui`.

@@ -19,12 +19,13 @@ use crate::{
         netlink::Conntrack,
         services::ServiceView,
     },
-    decode::{comm_to_string, decode, ip_from_kernel},
-    enrich::{Enricher, destinations},
+    decode::{comm_to_string, ip_from_kernel},
+    enrich::Enricher,
     filter::DestinationFilter,
     flows::FlowTable,
     kernel::KernelSide,
     netns::{self, Netns, NetnsNames},
+    pipeline::Stages,
     record::{Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
@@ -104,21 +105,23 @@ async fn trace(
     );
     let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts)?;
     let mut pipeline = Pipeline {
-        flows: FlowTable::default(),
-        enricher: Enricher {
-            clock: KernelClock::new(),
-            netns: NetnsNames::new(),
-            conntrack,
-            destroyed,
+        stages: Stages {
+            flows: FlowTable::default(),
+            enricher: Enricher {
+                clock: KernelClock::new(),
+                netns: NetnsNames::new(),
+                conntrack,
+                destroyed,
+            },
+            filter: DestinationFilter {
+                cidrs: args.pipeline.dst.clone(),
+                ports: args.pipeline.port.clone(),
+            },
+            services: ServiceView::new(args.pipeline.service_window),
+            events: 0,
+            decode_errors: 0,
         },
-        services: ServiceView::new(args.pipeline.service_window),
         dumper,
-        filter: DestinationFilter {
-            cidrs: args.pipeline.dst.clone(),
-            ports: args.pipeline.port.clone(),
-        },
-        events: 0,
-        decode_errors: 0,
         reported_drops: 0,
         conntrack_failed: false,
     };
@@ -184,7 +187,7 @@ async fn event_loop(
                 sink.flush()?;
             }
             _ = stats_tick.tick() => {
-                pipeline.flows.expire(monotonic_now_ns());
+                pipeline.stages.flows.expire(monotonic_now_ns());
                 for record in pipeline.healthy_records(kernel) {
                     sink.write(&record)?;
                 }
@@ -217,13 +220,8 @@ impl Signals {
 
 /// Everything between the ring buffer and the sink.
 struct Pipeline {
-    flows: FlowTable,
-    enricher: Enricher,
-    services: ServiceView,
+    stages: Stages,
     dumper: Dumper,
-    filter: DestinationFilter,
-    events: u64,
-    decode_errors: u64,
     reported_drops: u64,
     /// A conntrack dump failure is said once, not every interval.
     conntrack_failed: bool,
@@ -233,29 +231,7 @@ struct Pipeline {
 fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) -> io::Result<()> {
     let ring = kernel.ring.get_mut();
     while let Some(item) = ring.next() {
-        pipeline.events += 1;
-        let event = decode(&item);
-        drop(item);
-        match event {
-            Ok(event) => {
-                let flow = pipeline.flows.apply(event);
-                let (dst, dialed) = destinations(&flow);
-                let mut dests = vec![(dst.ip(), dst.port())];
-                dests.extend(dialed.map(|d| (d.ip(), d.port())));
-                if pipeline.filter.matches(&dests) {
-                    let via = pipeline.enricher.service_backend(&flow);
-                    if let (Some(v), true) = (via, flow.is_final) {
-                        let verdict = flow.verdict.name();
-                        pipeline
-                            .services
-                            .record(Instant::now(), v.service, v.backend, verdict);
-                    }
-                    let record = pipeline.enricher.connect_record(&flow, via);
-                    sink.write(&Record::Connect(record))?;
-                }
-            }
-            Err(_) => pipeline.decode_errors += 1,
-        }
+        pipeline.stages.process(&item, sink)?;
     }
     Ok(())
 }
@@ -272,8 +248,12 @@ impl Pipeline {
                     stale,
                 } => {
                     for (service, backend, n) in answered {
-                        if self.filter.matches(&[(service.ip(), service.port())]) {
-                            self.services.established(at, service, backend, n);
+                        if self
+                            .stages
+                            .filter
+                            .matches(&[(service.ip(), service.port())])
+                        {
+                            self.stages.services.established(at, service, backend, n);
                         }
                     }
                     records.extend(stale.into_iter().map(Record::StaleNat));
@@ -286,7 +266,7 @@ impl Pipeline {
             }
         }
         let time = rfc3339(std::time::SystemTime::now());
-        let services = self.services.records(Instant::now(), &time);
+        let services = self.stages.services.records(Instant::now(), &time);
         records.extend(services.into_iter().map(Record::Service));
         records
     }
@@ -303,7 +283,7 @@ impl Pipeline {
             let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else {
                 continue;
             };
-            if !self.filter.matches(&[(ip, endpoint.port)]) {
+            if !self.stages.filter.matches(&[(ip, endpoint.port)]) {
                 continue;
             }
             records.push(Record::Healthy(HealthyRecord {
@@ -313,7 +293,7 @@ impl Pipeline {
                 pid: key.pid,
                 comm: comm_to_string(&stats.comm),
                 cgroup_id: stats.cgroup_id,
-                netns: self.enricher.netns.name(endpoint.netns_cookie),
+                netns: self.stages.enricher.netns.name(endpoint.netns_cookie),
                 netns_cookie: endpoint.netns_cookie,
                 established: stats.established,
                 mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
@@ -328,15 +308,20 @@ impl Pipeline {
             time: rfc3339(std::time::SystemTime::now()),
             attempts: c.get(counter::ATTEMPTS_STARTED),
             established_first_syn: c.get(counter::ESTABLISHED_FIRST_SYN),
-            events: self.events,
-            open_flows: self.flows.open_count() as u64,
+            events: self.stages.events,
+            open_flows: self.stages.flows.open_count() as u64,
             dropped: Dropped {
                 ring_buffer_full: c.get(counter::RINGBUF_FULL),
                 attempts_map_full: c.get(counter::ATTEMPTS_MAP_FULL),
                 healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
-                decode_errors: self.decode_errors,
-                expired_flows: self.flows.expired,
-                conntrack_events_lost: self.enricher.destroyed.as_ref().map_or(0, |d| d.lost),
+                decode_errors: self.stages.decode_errors,
+                expired_flows: self.stages.flows.expired,
+                conntrack_events_lost: self
+                    .stages
+                    .enricher
+                    .destroyed
+                    .as_ref()
+                    .map_or(0, |d| d.lost),
             },
             is_final,
         }

@@ -8,6 +8,9 @@
 //!
 //! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
 //! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
+//! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
+//! benchmark of the stages above (`cargo xtask bench`).
+mod bench_pipeline;
 mod cli;
 mod clock;
 mod conntrack;
@@ -18,6 +21,7 @@ mod flows;
 mod kernel;
 mod live;
 mod netns;
+mod pipeline;
 mod record;
 mod replay;
 mod sink;
@@ -40,6 +44,15 @@ fn print_stdout(text: &str) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let cli::Command::BenchPipeline(args) = &cli.command {
+        return match bench_pipeline::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tracer: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -55,6 +68,7 @@ fn main() -> ExitCode {
         cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
         cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
         cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
+        cli::Command::BenchPipeline(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
