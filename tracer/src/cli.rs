@@ -21,10 +21,20 @@ pub struct Cli {
 pub enum Command {
     /// Trace connect attempts live on this node (needs root).
     Trace(TraceArgs),
+    /// Watch the flows that need attention live, in a terminal UI (needs root).
+    Tui(TuiArgs),
+    /// The terminal UI fed from a recorded JSON-lines file (`trace --format json`); no root.
+    Replay(ReplayArgs),
+    /// Print the ranked table of a recorded JSON-lines file as plain text, for a ticket.
+    Summary(SummaryArgs),
+    /// Userspace pipeline throughput on synthetic records (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchPipeline(crate::bench_pipeline::BenchPipelineArgs),
 }
 
-#[derive(Debug, clap::Args)]
-pub struct TraceArgs {
+/// What to follow and how: shared by `trace` and `tui`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PipelineArgs {
     /// Only this network namespace: a name from `ip netns list`, a path, `pid:N` or `host`.
     /// Filtered in the kernel.
     #[arg(long, value_name = "NS")]
@@ -35,15 +45,6 @@ pub struct TraceArgs {
     /// Only this destination port. Repeatable.
     #[arg(long = "port", value_name = "PORT")]
     pub port: Vec<u16>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// Write records to this file instead of stdout.
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// How often to report healthy-connect counts and tracer stats.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
-    pub stats_interval: Duration,
     /// Network namespace whose conntrack table holds the Service NAT (kube-proxy's): `host` (the
     /// node), an `ip netns` name, a path or `pid:N`.
     #[arg(long, value_name = "NS", default_value = "host")]
@@ -59,7 +60,7 @@ pub struct TraceArgs {
     #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_attempts: u32,
-    /// Stop after this long (default: until Ctrl-C or SIGTERM).
+    /// Stop tracing after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,
     /// Name pods, Services and nodes from this file, written by
@@ -75,12 +76,79 @@ pub struct TraceArgs {
     pub in_cluster: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write records to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// How often to report healthy-connect counts, Service views and tracer stats.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub stats_interval: Duration,
+}
+
+/// `tracer tui`: the options of `trace`; records go to the screen, not to a file.
+#[derive(Debug, clap::Args)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// How often healthy counts and the header's stats refresh (shorter than `trace`'s default:
+    /// a person is watching).
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
+    pub stats_interval: Duration,
+}
+
+impl TuiArgs {
+    /// The same pipeline as `trace`; `format` and `output` are unused, the TUI brings its own sink.
+    pub fn trace_args(&self) -> TraceArgs {
+        TraceArgs {
+            pipeline: self.pipeline.clone(),
+            format: Format::Json,
+            output: None,
+            stats_interval: self.stats_interval,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A file written by `tracer trace --format json` (JSON lines, schema 1).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+    /// Replay this many times faster than recorded; 0 shows everything at once.
+    #[arg(long, value_name = "X", default_value = "1", value_parser = parse_speed)]
+    pub speed: f64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SummaryArgs {
+    /// A file written by `tracer trace --format json` (JSON lines, schema 1).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Like `conntrack -E`, verdict first.
     Text,
     /// JSON lines (schema in the README).
     Json,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    let speed: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number (like 1, 10 or 0.5)"))?;
+    if !(speed >= 0.0 && speed.is_finite()) {
+        return Err(format!(
+            "'{s}' must be 0 (as fast as possible) or a positive number"
+        ));
+    }
+    Ok(speed)
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {

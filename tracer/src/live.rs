@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracer_common::{KernelFilter, counter};
 
 use crate::{
-    cli::{Format, TraceArgs},
+    cli::{Format, PipelineArgs, TraceArgs},
     clock::{KernelClock, monotonic_now_ns, rfc3339},
     conntrack::{
         dumper::{DumpResult, Dumper},
@@ -19,13 +19,14 @@ use crate::{
         netlink::Conntrack,
         services::ServiceView,
     },
-    decode::{comm_to_string, decode, ip_from_kernel},
-    enrich::{Enricher, destinations},
+    decode::{comm_to_string, ip_from_kernel},
+    enrich::Enricher,
     filter::DestinationFilter,
     flows::FlowTable,
     identity::{Identities, source::ClusterSource},
     kernel::KernelSide,
-    netns::{self, NetnsNames},
+    netns::{self, Netns, NetnsNames},
+    pipeline::Stages,
     record::{Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
@@ -48,13 +49,12 @@ enum Stop {
 }
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
-    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
-    let signals = Signals::install()?;
-    let netns = args.netns.as_deref().map(netns::resolve).transpose()?;
-    let identities = identities(&args).await?;
-    let filter = KernelFilter {
-        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
-    };
+    let netns = args
+        .pipeline
+        .netns
+        .as_deref()
+        .map(netns::resolve)
+        .transpose()?;
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             File::create(path)
@@ -63,37 +63,69 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         None => Box::new(io::stdout().lock()),
     };
     let out = BufWriter::with_capacity(1 << 16, out);
-    let mut sink: Box<dyn Sink> = match args.format {
+    let sink: Box<dyn Sink> = match args.format {
         Format::Json => Box::new(JsonSink::new(out)),
         Format::Text => Box::new(TextSink::new(out)),
     };
+    trace(args, netns, sink).await
+}
 
-    let conntrack_netns = conntrack_netns_path(&args.conntrack_netns)?;
+/// `tracer tui`: the same pipeline into the TUI's sink (a channel).
+pub async fn run_with_sink(args: TraceArgs, sink: Box<dyn Sink>) -> anyhow::Result<()> {
+    let netns = args
+        .pipeline
+        .netns
+        .as_deref()
+        .map(netns::resolve)
+        .transpose()?;
+    trace(args, netns, sink).await
+}
+
+async fn trace(
+    args: TraceArgs,
+    netns: Option<Netns>,
+    mut sink: Box<dyn Sink>,
+) -> anyhow::Result<()> {
+    // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
+    let signals = Signals::install()?;
+    // A bad cluster-state file or kubeconfig stops here, before anything is attached.
+    let identities = identities(&args.pipeline).await?;
+    let filter = KernelFilter {
+        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+    };
+
+    let conntrack_netns = conntrack_netns_path(&args.pipeline.conntrack_netns)?;
     let conntrack = Conntrack::open(conntrack_netns.as_deref())
         .map_err(|e| eprintln!("tracer: warning: no Service backends: {e}"))
         .ok();
     let destroyed = DestroyedNat::open(conntrack_netns.as_deref())
         .map_err(|e| eprintln!("tracer: warning: no backends for refused Service connects: {e}"))
         .ok();
-    let dumper = Dumper::start(conntrack_netns, args.stats_interval, args.stale_after);
-    let mut kernel = KernelSide::load(filter, args.max_attempts)?;
+    let dumper = Dumper::start(
+        conntrack_netns,
+        args.stats_interval,
+        args.pipeline.stale_after,
+    );
+    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts)?;
     let mut pipeline = Pipeline {
-        flows: FlowTable::default(),
-        enricher: Enricher {
-            clock: KernelClock::new(),
-            netns: NetnsNames::new(),
-            conntrack,
-            destroyed,
-            identities,
+        stages: Stages {
+            flows: FlowTable::default(),
+            enricher: Enricher {
+                clock: KernelClock::new(),
+                netns: NetnsNames::new(),
+                conntrack,
+                destroyed,
+                identities,
+            },
+            filter: DestinationFilter {
+                cidrs: args.pipeline.dst.clone(),
+                ports: args.pipeline.port.clone(),
+            },
+            services: ServiceView::new(args.pipeline.service_window),
+            events: 0,
+            decode_errors: 0,
         },
-        services: ServiceView::new(args.service_window),
         dumper,
-        filter: DestinationFilter {
-            cidrs: args.dst.clone(),
-            ports: args.port.clone(),
-        },
-        events: 0,
-        decode_errors: 0,
         reported_drops: 0,
         conntrack_failed: false,
     };
@@ -137,7 +169,11 @@ async fn event_loop(
     args: &TraceArgs,
     mut signals: Signals,
 ) -> anyhow::Result<Stop> {
-    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::from_secs(u64::MAX / 4)));
+    let deadline = tokio::time::sleep(
+        args.pipeline
+            .duration
+            .unwrap_or(Duration::from_secs(u64::MAX / 4)),
+    );
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
     stats_tick.tick().await;
@@ -155,7 +191,7 @@ async fn event_loop(
                 sink.flush()?;
             }
             _ = stats_tick.tick() => {
-                pipeline.flows.expire(monotonic_now_ns());
+                pipeline.stages.flows.expire(monotonic_now_ns());
                 for record in pipeline.healthy_records(kernel) {
                     sink.write(&record)?;
                 }
@@ -188,13 +224,8 @@ impl Signals {
 
 /// Everything between the ring buffer and the sink.
 struct Pipeline {
-    flows: FlowTable,
-    enricher: Enricher,
-    services: ServiceView,
+    stages: Stages,
     dumper: Dumper,
-    filter: DestinationFilter,
-    events: u64,
-    decode_errors: u64,
     reported_drops: u64,
     /// A conntrack dump failure is said once, not every interval.
     conntrack_failed: bool,
@@ -204,29 +235,7 @@ struct Pipeline {
 fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) -> io::Result<()> {
     let ring = kernel.ring.get_mut();
     while let Some(item) = ring.next() {
-        pipeline.events += 1;
-        let event = decode(&item);
-        drop(item);
-        match event {
-            Ok(event) => {
-                let flow = pipeline.flows.apply(event);
-                let (dst, dialed) = destinations(&flow);
-                let mut dests = vec![(dst.ip(), dst.port())];
-                dests.extend(dialed.map(|d| (d.ip(), d.port())));
-                if pipeline.filter.matches(&dests) {
-                    let via = pipeline.enricher.service_backend(&flow);
-                    if let (Some(v), true) = (via, flow.is_final) {
-                        let verdict = flow.verdict.name();
-                        pipeline
-                            .services
-                            .record(Instant::now(), v.service, v.backend, verdict);
-                    }
-                    let record = pipeline.enricher.connect_record(&flow, via);
-                    sink.write(&Record::Connect(record))?;
-                }
-            }
-            Err(_) => pipeline.decode_errors += 1,
-        }
+        pipeline.stages.process(&item, sink)?;
     }
     Ok(())
 }
@@ -243,8 +252,12 @@ impl Pipeline {
                     stale,
                 } => {
                     for (service, backend, n) in answered {
-                        if self.filter.matches(&[(service.ip(), service.port())]) {
-                            self.services.established(at, service, backend, n);
+                        if self
+                            .stages
+                            .filter
+                            .matches(&[(service.ip(), service.port())])
+                        {
+                            self.stages.services.established(at, service, backend, n);
                         }
                     }
                     records.extend(stale.into_iter().map(Record::StaleNat));
@@ -257,7 +270,7 @@ impl Pipeline {
             }
         }
         let time = rfc3339(std::time::SystemTime::now());
-        let services = self.services.records(Instant::now(), &time);
+        let services = self.stages.services.records(Instant::now(), &time);
         records.extend(services.into_iter().map(Record::Service));
         records
     }
@@ -274,7 +287,7 @@ impl Pipeline {
             let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else {
                 continue;
             };
-            if !self.filter.matches(&[(ip, endpoint.port)]) {
+            if !self.stages.filter.matches(&[(ip, endpoint.port)]) {
                 continue;
             }
             records.push(Record::Healthy(HealthyRecord {
@@ -284,11 +297,11 @@ impl Pipeline {
                 pid: key.pid,
                 comm: comm_to_string(&stats.comm),
                 cgroup_id: stats.cgroup_id,
-                netns: self.enricher.netns.name(endpoint.netns_cookie),
+                netns: self.stages.enricher.netns.name(endpoint.netns_cookie),
                 netns_cookie: endpoint.netns_cookie,
                 established: stats.established,
                 mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
-                identity: self.enricher.identities.healthy(
+                identity: self.stages.enricher.identities.healthy(
                     stats.cgroup_id,
                     std::net::SocketAddr::new(ip, endpoint.port),
                 ),
@@ -303,15 +316,20 @@ impl Pipeline {
             time: rfc3339(std::time::SystemTime::now()),
             attempts: c.get(counter::ATTEMPTS_STARTED),
             established_first_syn: c.get(counter::ESTABLISHED_FIRST_SYN),
-            events: self.events,
-            open_flows: self.flows.open_count() as u64,
+            events: self.stages.events,
+            open_flows: self.stages.flows.open_count() as u64,
             dropped: Dropped {
                 ring_buffer_full: c.get(counter::RINGBUF_FULL),
                 attempts_map_full: c.get(counter::ATTEMPTS_MAP_FULL),
                 healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
-                decode_errors: self.decode_errors,
-                expired_flows: self.flows.expired,
-                conntrack_events_lost: self.enricher.destroyed.as_ref().map_or(0, |d| d.lost),
+                decode_errors: self.stages.decode_errors,
+                expired_flows: self.stages.flows.expired,
+                conntrack_events_lost: self
+                    .stages
+                    .enricher
+                    .destroyed
+                    .as_ref()
+                    .map_or(0, |d| d.lost),
             },
             is_final,
         }
@@ -329,7 +347,7 @@ impl Pipeline {
 
 /// Cluster state from the file or the API the options name (errors here stop the tracer before it
 /// attaches; an unreachable API does not: names are marked stale), and cgroup paths.
-async fn identities(args: &TraceArgs) -> anyhow::Result<Identities> {
+async fn identities(args: &PipelineArgs) -> anyhow::Result<Identities> {
     let cluster = if let Some(path) = &args.cluster_state {
         Some(ClusterSource::from_file(path)?)
     } else if let Some(path) = &args.kubeconfig {

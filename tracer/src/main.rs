@@ -3,8 +3,15 @@
 //! The path of one event, in file order:
 //! `kernel/` (load, attach, ring buffer) -> `decode.rs` (bytes -> event) -> `flows.rs` (events ->
 //! flows) -> `verdict.rs` (the verdict and its sentence) -> `enrich.rs` (names, wall time) ->
-//! `filter.rs` -> `sink/` (JSON lines, text). `live.rs` wires them; this file only parses the CLI.
-//! `identity/` names what enrich sees: pods, Services, nodes, cgroups, and the cluster-state verdicts.
+//! `filter.rs` -> `sink/` (JSON lines, text, a channel to the TUI). `live.rs` wires them; this file
+//! only parses the CLI.
+//!
+//! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
+//! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
+//! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
+//! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
+//! benchmark of the stages above (`cargo xtask bench`).
+mod bench_pipeline;
 mod cli;
 mod clock;
 mod conntrack;
@@ -16,16 +23,38 @@ mod identity;
 mod kernel;
 mod live;
 mod netns;
+mod pipeline;
 mod record;
+mod replay;
 mod sink;
+mod tui;
 mod verdict;
 
 use std::process::ExitCode;
 
 use clap::Parser as _;
 
+/// Prints to stdout; a closed pipe (`| head`) is a normal end, not an error.
+fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let cli::Command::BenchPipeline(args) = &cli.command {
+        return match bench_pipeline::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tracer: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -38,6 +67,10 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         cli::Command::Trace(args) => runtime.block_on(live::run(args)),
+        cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
+        cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
+        cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
+        cli::Command::BenchPipeline(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

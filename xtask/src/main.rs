@@ -4,6 +4,8 @@
 //! - `run -- ARGS`: setup, release build, run the tracer with ARGS.
 //! - `test`: setup, unit tests, then the root-only integration tests against the real kernel.
 //! - `clippy`: lints for the host crates and the eBPF crate.
+//! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
+mod bench;
 mod clippy;
 mod run;
 mod setup;
@@ -35,6 +37,12 @@ enum Command {
     },
     /// Clippy on host crates and on the eBPF crate.
     Clippy,
+    /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
+    /// completeness, pipeline throughput, memory under a SYN flood, detection latency (root).
+    Bench(bench::BenchArgs),
+    /// Internal to `bench`: holds a share of the SYN flood (one process per 19k sockets).
+    #[command(hide = true)]
+    BenchFloodWorker { ns: String, port: u16, count: u64 },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,5 +51,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run { args } => run::run(&args),
         Command::Test { filter } => test::all(filter.as_deref()),
         Command::Clippy => clippy::all(),
+        Command::Bench(args) => bench::run(&args),
+        Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
     }
 }

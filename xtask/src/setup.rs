@@ -13,8 +13,16 @@ pub const EBPF_NIGHTLY: &str = "nightly-2026-05-20";
 const LLVM_FEATURE: &str = "llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages the integration tests and benchmarks drive.
-const TEST_PACKAGES: &[&str] = &["iproute2", "nftables"];
+/// Debian packages the integration tests and benchmarks drive: tmux for the TUI's terminal tests;
+/// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool.
+const TEST_PACKAGES: &[&str] = &[
+    "iproute2",
+    "nftables",
+    "tmux",
+    "conntrack",
+    "bpftrace",
+    "bpftool",
+];
 
 pub fn all() -> anyhow::Result<()> {
     build_tools()?;

@@ -1,5 +1,6 @@
 //! Stage 6: where records go. A sink writes into a buffer and is flushed once per batch, so a slow
 //! terminal or disk never stalls the ring-buffer consumer for long.
+pub mod channel;
 pub mod json;
 pub mod text;
 

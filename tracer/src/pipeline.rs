@@ -1,0 +1,50 @@
+//! The path of one kernel record through the userspace stages, shared by live tracing (`live.rs`)
+//! and the throughput benchmark (`bench_pipeline.rs`), so the benchmark measures the live code:
+//! bytes -> `decode` -> `flows` -> destination `filter` -> Service/backend (`enrich`, `conntrack`)
+//! -> record -> `sink`.
+use std::{io, time::Instant};
+
+use crate::{
+    conntrack::services::ServiceView,
+    decode::decode,
+    enrich::{Enricher, destinations},
+    filter::DestinationFilter,
+    flows::FlowTable,
+    record::Record,
+    sink::Sink,
+};
+
+pub struct Stages {
+    pub flows: FlowTable,
+    pub enricher: Enricher,
+    pub filter: DestinationFilter,
+    pub services: ServiceView,
+    /// Records received from the kernel.
+    pub events: u64,
+    pub decode_errors: u64,
+}
+
+impl Stages {
+    /// One ring-buffer record: at most one connect record written to `sink`.
+    pub fn process(&mut self, bytes: &[u8], sink: &mut dyn Sink) -> io::Result<()> {
+        self.events += 1;
+        let Ok(event) = decode(bytes) else {
+            self.decode_errors += 1;
+            return Ok(());
+        };
+        let flow = self.flows.apply(event);
+        let (dst, dialed) = destinations(&flow);
+        let mut dests = vec![(dst.ip(), dst.port())];
+        dests.extend(dialed.map(|d| (d.ip(), d.port())));
+        if !self.filter.matches(&dests) {
+            return Ok(());
+        }
+        let via = self.enricher.service_backend(&flow);
+        if let (Some(v), true) = (via, flow.is_final) {
+            self.services
+                .record(Instant::now(), v.service, v.backend, flow.verdict.name());
+        }
+        let record = self.enricher.connect_record(&flow, via);
+        sink.write(&Record::Connect(record))
+    }
+}

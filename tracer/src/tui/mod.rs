@@ -1,0 +1,132 @@
+//! The live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
+//! (`tracer summary`).
+//!
+//! `state.rs` (the model, from `Record`s) -> `view.rs` (widgets rendering `&State`) <- `keys.rs`
+//! (key -> action) <- `app.rs` (the loop: keys, frame tick, batches of records). `terminal.rs` owns
+//! the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
+//! ranked table. Records arrive on a channel: from `live.rs` through `sink::channel`, or from
+//! `replay.rs`.
+pub mod advice;
+pub mod app;
+pub mod keys;
+pub mod state;
+pub mod summary;
+mod terminal;
+pub mod view;
+
+#[cfg(test)]
+mod snapshots;
+
+use std::{
+    path::Path,
+    sync::{Arc, atomic::AtomicU64},
+    time::SystemTime,
+};
+
+use anyhow::Context as _;
+use tokio::sync::mpsc;
+
+use self::{
+    app::{Clock, Options},
+    state::State,
+    terminal::Session,
+};
+use crate::{
+    cli::{ReplayArgs, SummaryArgs, TuiArgs},
+    live,
+    record::Record,
+    replay,
+    sink::{Sink, channel::ChannelSink},
+};
+
+/// Records buffered between the pipeline and the TUI: about a second at 50k records/s. Past that
+/// they are dropped and counted in the header rather than stalling the ring-buffer consumer.
+const CHANNEL_CAPACITY: usize = 65_536;
+
+fn options(clock: Clock) -> Options {
+    Options {
+        clock,
+        copy_file: Some(std::env::temp_dir().join("tracer-row.json")),
+        osc52: true,
+        panic_after_first_frame: std::env::var_os("TRACER_TEST_PANIC").is_some_and(|v| v == "1"),
+    }
+}
+
+/// The node's name for the header (the hostname is the Kubernetes node name on most clusters).
+fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "unknown".into(), |s| s.trim().to_string())
+}
+
+pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
+    let (tx, mut records) = mpsc::channel(CHANNEL_CAPACITY);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let sink: Box<dyn Sink> = Box::new(ChannelSink::new(tx, Arc::clone(&dropped)));
+    let mut state = State::new(format!("node {}", node_name()), Some(SystemTime::now()));
+    let mut session = Session::start(true).context("cannot start the terminal UI")?;
+    let mut events = terminal::spawn_input();
+    let options = options(Clock::Wall);
+    let result = {
+        let pipeline = live::run_with_sink(args.trace_args(), sink);
+        let app = app::run(
+            &mut session.terminal,
+            &mut state,
+            &mut events,
+            &mut records,
+            &dropped,
+            &options,
+        );
+        tokio::pin!(pipeline, app);
+        tokio::select! {
+            r = &mut app => r.map_err(anyhow::Error::from),
+            r = &mut pipeline => match r {
+                // Tracing ended (--duration): the screen stays until the user quits.
+                Ok(()) => (&mut app).await.map_err(anyhow::Error::from),
+                Err(e) => Err(e),
+            },
+        }
+        // Leaving this block drops the pipeline, which detaches the kernel programs.
+    };
+    session.finish();
+    result
+}
+
+pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    // Read and check the whole file before touching the terminal.
+    let timed = replay::read(&args.file)?;
+    let (tx, mut records) = mpsc::channel::<Record>(CHANNEL_CAPACITY);
+    let mut state = State::new(format!("replay {}", file_name(&args.file)), None);
+    let mut session = Session::start(false).context("cannot start the terminal UI")?;
+    let mut events = terminal::spawn_input();
+    let dropped = AtomicU64::new(0);
+    let options = options(Clock::Records);
+    let feeder = tokio::spawn(replay::feed(timed, args.speed, tx));
+    let result = app::run(
+        &mut session.terminal,
+        &mut state,
+        &mut events,
+        &mut records,
+        &dropped,
+        &options,
+    )
+    .await;
+    feeder.abort();
+    session.finish();
+    Ok(result?)
+}
+
+pub fn summary(args: &SummaryArgs) -> anyhow::Result<String> {
+    let timed = replay::read(&args.file)?;
+    let mut state = State::new(file_name(&args.file), None);
+    for t in timed {
+        state.apply(t.record);
+    }
+    Ok(summary::render(&state))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}

@@ -1,0 +1,269 @@
+//! Whole screens, as a person sees them, for each incident shape (fixtures in `fixtures/`, made by
+//! `fixtures/make_fixtures.py`), at 80x24 and 120x40. And the loop itself: keys act while records
+//! pour in.
+use std::{
+    path::Path,
+    sync::atomic::AtomicU64,
+    time::{Duration, Instant},
+};
+
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::{Terminal, backend::TestBackend, style::Color};
+use tokio::sync::mpsc;
+
+use super::{
+    app::{self, Clock, Options},
+    state::{Action, State, View},
+};
+use crate::{record::Record, replay};
+
+const DEAD_BACKEND: &str = include_str!("fixtures/a_dead_backend.jsonl");
+const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/b_refused_two_of_six.jsonl");
+const NO_ENDPOINTS: &str = include_str!("fixtures/c_no_endpoints_icmp.jsonl");
+const MIXED_WITH_DROPS: &str = include_str!("fixtures/d_mixed_with_drops.jsonl");
+
+fn records(fixture: &str) -> Vec<Record> {
+    replay::parse(fixture, Path::new("fixture"))
+        .expect("fixture parses")
+        .into_iter()
+        .map(|t| t.record)
+        .collect()
+}
+
+fn state_of(fixture: &str) -> State {
+    let mut state = State::new("replay fixture.jsonl", None);
+    for r in records(fixture) {
+        state.apply(r);
+    }
+    state
+}
+
+fn terminal(width: u16, height: u16) -> Terminal<TestBackend> {
+    Terminal::new(TestBackend::new(width, height)).expect("test terminal")
+}
+
+fn render(state: &mut State, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut t = terminal(width, height);
+    app::draw(&mut t, state).expect("draw");
+    t
+}
+
+/// Clock times and pids would change with any re-recording of a fixture; the screen's shape is
+/// what is checked.
+macro_rules! assert_screen {
+    ($name:expr, $terminal:expr) => {
+        insta::with_settings!({
+            filters => vec![
+                (r"\d\d:\d\d:\d\d\.\d\d\d", "[time]"),
+                (r"pid=\d+", "pid=[pid]"),
+                (r"(\d+\.\d+\.\d+\.\d+):4\d\d\d\d\b", "$1:[port]"),
+            ],
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!($name, $terminal.backend().to_string());
+        });
+    };
+}
+
+fn key(code: KeyCode) -> Event {
+    Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+#[test]
+fn dead_backend_flows() {
+    let mut s = state_of(DEAD_BACKEND);
+    assert_screen!("dead_backend_flows_80x24", render(&mut s, 80, 24));
+    assert_screen!("dead_backend_flows_120x40", render(&mut s, 120, 40));
+}
+
+#[test]
+fn dead_backend_services_shows_the_one_dead_backend() {
+    let mut s = state_of(DEAD_BACKEND);
+    s.act(Action::NextView);
+    assert_eq!(s.view, View::Services);
+    let t = render(&mut s, 80, 24);
+    let screen = t.backend().to_string();
+    assert!(screen.contains("10.244.1.30:8080"), "{screen}");
+    assert_screen!("dead_backend_services_80x24", t);
+}
+
+#[test]
+fn dead_backend_detail_shows_the_timeline_and_what_to_check() {
+    let mut s = state_of(DEAD_BACKEND);
+    s.act(Action::ToggleDetail);
+    assert!(s.detail);
+    assert_screen!("dead_backend_detail_120x40", render(&mut s, 120, 40));
+    assert_screen!("dead_backend_detail_80x24", render(&mut s, 80, 24));
+}
+
+#[test]
+fn refused_two_of_six() {
+    let mut s = state_of(REFUSED_TWO_OF_SIX);
+    assert_screen!("refused_two_of_six_flows_80x24", render(&mut s, 80, 24));
+    assert_screen!("refused_two_of_six_flows_120x40", render(&mut s, 120, 40));
+    s.act(Action::NextView);
+    assert_screen!(
+        "refused_two_of_six_services_120x40",
+        render(&mut s, 120, 40)
+    );
+}
+
+#[test]
+fn no_endpoints_icmp() {
+    let mut s = state_of(NO_ENDPOINTS);
+    assert_screen!("no_endpoints_icmp_flows_80x24", render(&mut s, 80, 24));
+    assert_screen!("no_endpoints_icmp_flows_120x40", render(&mut s, 120, 40));
+    s.act(Action::ToggleDetail);
+    assert_screen!("no_endpoints_icmp_detail_80x24", render(&mut s, 80, 24));
+}
+
+#[test]
+fn mixed_with_drops() {
+    let mut s = state_of(MIXED_WITH_DROPS);
+    assert_screen!("mixed_with_drops_flows_80x24", render(&mut s, 80, 24));
+    assert_screen!("mixed_with_drops_flows_120x40", render(&mut s, 120, 40));
+}
+
+#[test]
+fn dropped_is_red_when_non_zero_and_plain_when_zero() {
+    let style_of_dropped = |fixture: &str| {
+        let mut s = state_of(fixture);
+        let t = render(&mut s, 120, 40);
+        let buffer = t.backend().buffer().clone();
+        let line: String = (0..120)
+            .map(|x| buffer[(x, 0)].symbol().to_string())
+            .collect();
+        let x = line
+            .find("dropped")
+            .expect("dropped is always in the header");
+        buffer[(u16::try_from(x).expect("fits"), 0)].style().bg
+    };
+    assert_eq!(style_of_dropped(MIXED_WITH_DROPS), Some(Color::Red));
+    assert_ne!(style_of_dropped(DEAD_BACKEND), Some(Color::Red));
+}
+
+#[test]
+fn help_dns_and_filter_screens() {
+    let mut s = state_of(DEAD_BACKEND);
+    s.act(Action::ToggleHelp);
+    assert_screen!("help_80x24", render(&mut s, 80, 24));
+    s.act(Action::Close);
+    s.act(Action::NextView);
+    s.act(Action::NextView);
+    assert_screen!("dns_80x24", render(&mut s, 80, 24));
+    s.act(Action::NextView);
+    s.act(Action::StartFilter);
+    for c in "nothing-matches".chars() {
+        s.act(Action::FilterChar(c));
+    }
+    assert_screen!("filter_typing_no_match_80x24", render(&mut s, 80, 24));
+}
+
+#[test]
+fn summary_ranks_worst_first() {
+    let mut s = state_of(MIXED_WITH_DROPS);
+    s.origin = "d_mixed_with_drops.jsonl".into();
+    insta::assert_snapshot!("summary_mixed_with_drops", super::summary::render(&s));
+    let mut s = state_of(DEAD_BACKEND);
+    s.origin = "a_dead_backend.jsonl".into();
+    insta::assert_snapshot!("summary_dead_backend", super::summary::render(&s));
+}
+
+fn options() -> Options {
+    Options {
+        clock: Clock::Records,
+        copy_file: None,
+        osc52: false,
+        panic_after_first_frame: false,
+    }
+}
+
+/// The loop with keys a person would type: filter, view switch, help, quit.
+#[tokio::test]
+async fn the_loop_applies_records_and_keys() {
+    let (rtx, mut rrx) = mpsc::channel(1024);
+    let (ktx, mut krx) = mpsc::channel(16);
+    for r in records(DEAD_BACKEND) {
+        rtx.send(r).await.expect("room");
+    }
+    drop(rtx);
+    let mut state = State::new("replay a_dead_backend.jsonl", None);
+    let mut t = terminal(80, 24);
+    let dropped = AtomicU64::new(0);
+    let keys = tokio::spawn(async move {
+        // Let the records in first, as a person would look before typing.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for code in [
+            KeyCode::Char('/'),
+            KeyCode::Char('1'),
+            KeyCode::Char('.'),
+            KeyCode::Char('3'),
+            KeyCode::Enter,
+        ] {
+            ktx.send(key(code)).await.expect("loop runs");
+        }
+        ktx.send(key(KeyCode::Tab)).await.expect("loop runs");
+        ktx.send(key(KeyCode::Char('?'))).await.expect("loop runs");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        ktx.send(key(KeyCode::Char('q'))).await.expect("loop runs");
+    });
+    app::run(&mut t, &mut state, &mut krx, &mut rrx, &dropped, &options())
+        .await
+        .expect("runs");
+    keys.await.expect("keys sent");
+    assert!(state.source_ended);
+    assert_eq!(state.filter, "1.3");
+    assert_eq!(state.view, View::Services);
+    assert!(state.help);
+    let screen = t.backend().to_string();
+    assert!(screen.contains("Keys (? or Esc closes)"), "{screen}");
+    assert!(screen.contains("ENDED"), "{screen}");
+}
+
+/// Input stays responsive under load: with far more records queued than a frame can take, a `q`
+/// still ends the loop within a few frames, not after the backlog.
+#[tokio::test]
+async fn a_key_is_answered_while_records_pour_in() {
+    let (rtx, mut rrx) = mpsc::channel(65_536);
+    let (ktx, mut krx) = mpsc::channel(16);
+    let template = records(DEAD_BACKEND);
+    // A producer that keeps the channel full for as long as the loop runs.
+    let flood = tokio::spawn(async move {
+        let mut i = 0usize;
+        loop {
+            let mut r = template[i % template.len()].clone();
+            if let Record::Connect(c) = &mut r {
+                c.flow = format!("flow-{i}");
+            }
+            if rtx.send(r).await.is_err() {
+                return i;
+            }
+            i += 1;
+        }
+    });
+    let mut state = State::new("load", None);
+    let mut t = terminal(80, 24);
+    let dropped = AtomicU64::new(0);
+    let quit = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let sent = Instant::now();
+        ktx.send(key(KeyCode::Char('q'))).await.expect("loop runs");
+        sent
+    });
+    app::run(&mut t, &mut state, &mut krx, &mut rrx, &dropped, &options())
+        .await
+        .expect("runs");
+    let answered = Instant::now();
+    let sent = quit.await.expect("quit sent");
+    drop(rrx);
+    let taken = flood.await.expect("flood");
+    assert!(
+        taken > 10_000,
+        "the loop took only {taken} records: not under load"
+    );
+    let latency = answered.duration_since(sent);
+    assert!(
+        latency < Duration::from_millis(500),
+        "q answered after {latency:?}"
+    );
+}

@@ -1,0 +1,159 @@
+//! `tracer summary FILE.jsonl`: the ranked table as plain text, to paste in a ticket. Worst first by
+//! severity (black holes, unreachable, refused, failed, slow), then by count; then the Services with
+//! their failing share. Built on the same `State` as the TUI, so both rank alike.
+use std::{cmp::Reverse, fmt::Write as _};
+
+use super::{
+    advice::next_check,
+    state::{Row, State, severity},
+    view::short_duration,
+};
+
+pub fn render(state: &State) -> String {
+    let model = state.shown();
+    let mut out = String::new();
+    // Writing to a String cannot fail; `let _` keeps that out of every line.
+    let _ = writeln!(
+        out,
+        "tracer summary of {}: {} records over {}",
+        state.origin,
+        model.records(),
+        short_duration(model.uptime())
+    );
+    match model.stats() {
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "attempts {}, answered on the first SYN {}, dropped {}{}",
+                s.attempts,
+                s.established_first_syn,
+                s.dropped.total(),
+                dropped_text(&s.dropped)
+            );
+        }
+        None => out.push_str("no stats record: drops unknown\n"),
+    }
+    out.push('\n');
+
+    // Resolved `unanswered` rows are left out: their flows are counted again in the rows of their ends.
+    let mut rows: Vec<&Row> = model
+        .rows()
+        .filter(|r| r.key.verdict != "established" && r.shown_count() > 0)
+        .collect();
+    rows.sort_by_key(|r| {
+        (
+            Reverse(severity(&r.key.verdict)),
+            Reverse(r.shown_count()),
+            &r.key,
+        )
+    });
+    if rows.is_empty() {
+        out.push_str("No connect needed attention.\n");
+    } else {
+        let table: Vec<[String; 7]> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let service = model.service_of(&r.key);
+                [
+                    (i + 1).to_string(),
+                    r.key.verdict_label(),
+                    r.shown_count().to_string(),
+                    r.syns.to_string(),
+                    r.key.source_label(),
+                    if service == r.key.backend {
+                        "-".into()
+                    } else {
+                        service.to_string()
+                    },
+                    r.key.backend.clone(),
+                ]
+            })
+            .collect();
+        let head = [
+            "RANK", "VERDICT", "COUNT", "SYNS", "SOURCE", "SERVICE", "BACKEND",
+        ];
+        let mut widths = head.map(str::len);
+        for row in &table {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.len());
+            }
+        }
+        push_row(&mut out, &head.map(String::from), &widths);
+        for (cells, row) in table.iter().zip(&rows) {
+            push_row(&mut out, cells, &widths);
+            let _ = writeln!(out, "      {}", row.explanation);
+            let _ = writeln!(
+                out,
+                "      Check next: {}",
+                next_check(&row.key.verdict, row.key.cause.as_deref(), &row.key.backend)
+            );
+        }
+    }
+
+    out.push_str("\nServices (flows by verdict; failing = not answered):\n");
+    for s in model.services() {
+        let _ = writeln!(out, "{}  {}", s.service, tally_text(&s.total));
+        if !(s.backends.len() == 1 && s.backends[0].0 == s.service) {
+            for (backend, tally) in &s.backends {
+                let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
+            }
+        }
+    }
+    out
+}
+
+/// ` (ring buffer full 1200, expired flows 2): some flows are missing`, or nothing.
+fn dropped_text(d: &crate::record::Dropped) -> String {
+    let parts: Vec<String> = [
+        ("ring buffer full", d.ring_buffer_full),
+        ("attempts map full", d.attempts_map_full),
+        ("healthy map full", d.healthy_map_full),
+        ("decode errors", d.decode_errors),
+        ("expired flows", d.expired_flows),
+    ]
+    .into_iter()
+    .filter(|&(_, n)| n > 0)
+    .map(|(name, n)| format!("{name} {n}"))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({}): some flows are missing", parts.join(", "))
+    }
+}
+
+fn push_row(out: &mut String, cells: &[String; 7], widths: &[usize; 7]) {
+    let mut line = String::new();
+    for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+        // Numbers right-aligned, names left-aligned.
+        if matches!(i, 0 | 2 | 3) {
+            let _ = write!(line, "{cell:>w$}  ");
+        } else {
+            let _ = write!(line, "{cell:<w$}  ");
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+fn tally_text(t: &super::state::Tally) -> String {
+    let mut parts = vec![format!(
+        "{:.0}% failing of {}",
+        t.failing_share() * 100.0,
+        t.all()
+    )];
+    for (name, n) in [
+        ("ok", t.ok),
+        ("slow", t.slow),
+        ("black hole", t.black_hole),
+        ("refused", t.refused),
+        ("unreachable", t.unreachable),
+        ("failed", t.failed),
+    ] {
+        if n > 0 {
+            parts.push(format!("{name} {n}"));
+        }
+    }
+    parts.join(", ")
+}

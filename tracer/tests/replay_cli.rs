@@ -1,0 +1,80 @@
+//! `replay` and `summary` as a user runs them: clear errors with line numbers and a non-zero exit,
+//! and the ranked table on stdout. No root, no terminal.
+use std::process::Command;
+
+const TRACER: &str = env!("CARGO_BIN_EXE_tracer");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tui/fixtures");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(TRACER)
+        .args(args)
+        .output()
+        .expect("tracer runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_file(name: &str, text: &str) -> String {
+    let path = std::env::temp_dir().join(format!("tracer-test-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).expect("write temp file");
+    path.display().to_string()
+}
+
+#[test]
+fn summary_ranks_the_dead_backend_first() {
+    let (code, out, err) = run(&["summary", &format!("{FIXTURES}/a_dead_backend.jsonl")]);
+    assert_eq!(code, 0, "{err}");
+    let first = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("a ranked row");
+    assert!(
+        first.contains("abandoned") && first.contains("10.244.1.30:8080"),
+        "{out}"
+    );
+    assert!(out.contains("10.96.0.10:80  52% failing"), "{out}");
+}
+
+#[test]
+fn a_malformed_line_is_an_error_with_its_number() {
+    let good =
+        std::fs::read_to_string(format!("{FIXTURES}/c_no_endpoints_icmp.jsonl")).expect("fixture");
+    let path = temp_file(
+        "bad.jsonl",
+        &format!("{good}{{\"schema\":1,\"kind\":\"connect\",\n"),
+    );
+    for command in ["replay", "summary"] {
+        let (code, out, err) = run(&[command, &path]);
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(out.is_empty(), "{command} printed: {out}");
+        assert!(
+            err.contains(":16: not a tracer record: invalid JSON"),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn an_unknown_schema_is_an_error_that_says_what_to_do() {
+    let path = temp_file("v9.jsonl", "{\"schema\":9,\"kind\":\"stats\"}\n");
+    let (code, _, err) = run(&["replay", &path, "--speed", "0"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(":1: schema version 9, but this tracer reads schema 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_negative_speed_is_refused_by_the_cli() {
+    let (code, _, err) = run(&["replay", "x.jsonl", "--speed=-1"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("must be 0 (as fast as possible) or a positive number"),
+        "{err}"
+    );
+}

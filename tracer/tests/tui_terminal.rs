@@ -1,0 +1,221 @@
+//! The real binary in a real terminal (tmux): what a person sees after typing, and that the terminal
+//! is back in cooked mode after a panic. Skipped, with a message, where tmux is not installed.
+use std::{
+    process::Command,
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+const TRACER: &str = env!("CARGO_BIN_EXE_tracer");
+const DEAD_BACKEND: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/src/tui/fixtures/a_dead_backend.jsonl"
+);
+
+fn temp_file(name: &str, text: &str) -> String {
+    let path = std::env::temp_dir().join(format!("tracer-test-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).expect("write temp file");
+    path.display().to_string()
+}
+
+/// One tmux server of our own (its own socket), killed when the test ends.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `None` when tmux is not installed.
+    fn start(name: &str, command: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!(
+                "SKIPPED: tmux is not installed; the terminal tests need it (apt-get install tmux)"
+            );
+            return None;
+        }
+        let tmux = Tmux {
+            socket: format!("tracer-test-{name}-{}", std::process::id()),
+        };
+        // Keep the pane after the program exits, so we can read what it left behind; set in the
+        // config so it holds from the first instant (a quick exit would otherwise end the server).
+        let conf = temp_file(&format!("{name}.tmux.conf"), "set -g remain-on-exit on\n");
+        tmux.run(&[
+            "-f",
+            &conf,
+            "new-session",
+            "-d",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "-s",
+            "t",
+            command,
+        ]);
+        Some(tmux)
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for key in keys {
+            self.run(&["send-keys", "-t", "t", key]);
+        }
+    }
+
+    fn text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "t", "-l", text]);
+    }
+
+    /// Waits until the screen shows `needle`; fails with the last screen.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if screen.contains(needle) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {needle:?}; the screen was:\n{screen}"
+            );
+            sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// True once the program exited and tmux has recorded its exit status (tmux sets `pane_dead`
+    /// a moment before `pane_dead_status`).
+    fn pane_dead(&self) -> bool {
+        let state = self.run(&[
+            "display-message",
+            "-p",
+            "-t",
+            "t",
+            "#{pane_dead}:#{pane_dead_status}",
+        ]);
+        let (dead, status) = state.trim().split_once(':').unwrap_or(("", ""));
+        dead == "1" && !status.is_empty()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// The table's selected row (drawn with `>`).
+fn selected_row(screen: &str) -> &str {
+    screen.lines().find(|l| l.starts_with('>')).unwrap_or("")
+}
+
+#[test]
+fn replay_in_a_terminal_answers_filter_view_help_and_quit() {
+    let Some(tmux) = Tmux::start(
+        "replay",
+        &format!("{TRACER} replay {DEAD_BACKEND} --speed 0"),
+    ) else {
+        return;
+    };
+    let screen = tmux.wait_for("ENDED");
+    assert!(screen.contains("replay a_dead_backend.jsonl"), "{screen}");
+    assert!(
+        selected_row(&screen).contains("abandoned"),
+        "worst first:\n{screen}"
+    );
+    assert!(
+        selected_row(&screen).contains("10.244.1.30:8080"),
+        "{screen}"
+    );
+
+    tmux.text("/");
+    tmux.wait_for("filter: /");
+    tmux.text("1.11");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("filter: 1.11");
+    assert!(
+        selected_row(&screen).contains("slow"),
+        "only the healthy backend's row:\n{screen}"
+    );
+    assert!(!screen.contains("10.244.1.30:8080"), "{screen}");
+
+    tmux.keys(&["Escape", "Tab"]);
+    let screen = tmux.wait_for("SERVICE / BACKEND");
+    assert!(screen.contains("├ 10.244.1.30:8080"), "{screen}");
+    assert!(
+        screen.contains("100%"),
+        "the dead backend fails every connect:\n{screen}"
+    );
+
+    tmux.text("?");
+    tmux.wait_for("Keys (? or Esc closes)");
+
+    tmux.text("q");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tmux.pane_dead() {
+        assert!(
+            Instant::now() < deadline,
+            "q did not quit:\n{}",
+            tmux.screen()
+        );
+        sleep(Duration::from_millis(50));
+    }
+    let status = tmux.run(&["display-message", "-p", "-t", "t", "#{pane_dead_status}"]);
+    assert_eq!(status.trim(), "0");
+    assert!(
+        !tmux.screen().contains("SERVICE / BACKEND"),
+        "the alternate screen is gone"
+    );
+}
+
+#[test]
+fn a_panic_restores_the_terminal() {
+    // The shell reports the exit code and the terminal modes after the tracer panicked in raw mode.
+    let script = format!(
+        "RUST_BACKTRACE=0 TRACER_TEST_PANIC=1 {TRACER} replay {DEAD_BACKEND} --speed 0; echo exit=$?; \
+         echo modes: $(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo); \
+         sleep 60"
+    );
+    let script = temp_file("panic.sh", &script);
+    let Some(tmux) = Tmux::start("panic", &format!("sh {script}")) else {
+        return;
+    };
+    let screen = tmux.wait_for("modes:");
+    assert!(
+        screen.contains("exit=101"),
+        "a panic exits with 101:\n{screen}"
+    );
+    assert!(
+        screen.contains("TRACER_TEST_PANIC is set"),
+        "the panic message reaches the user:\n{screen}"
+    );
+    let modes = screen
+        .lines()
+        .find(|l| l.starts_with("modes:"))
+        .unwrap_or("");
+    assert!(
+        modes.contains(" icanon") && modes.contains(" echo"),
+        "cooked mode is back: {modes}"
+    );
+    assert!(
+        !modes.contains("-icanon") && !modes.contains("-echo"),
+        "still raw: {modes}"
+    );
+}

@@ -1,0 +1,221 @@
+//! What runs beside the load in each round: nothing, this tracer, `conntrack -E` (in the node
+//! namespace), or a bpftrace printer on the tracer's own tracepoints. Each runs as a child process
+//! writing to a file; `Running` stops it (SIGTERM/SIGINT, then SIGKILL after a bound) on Drop.
+use std::{
+    fs::File,
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+
+use super::{interrupted, testbed::Testbed};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    None,
+    Tracer,
+    Conntrack,
+    Bpftrace,
+}
+
+impl Peer {
+    pub const ALL: [Peer; 4] = [Peer::None, Peer::Tracer, Peer::Conntrack, Peer::Bpftrace];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::None => "no tracer",
+            Peer::Tracer => "this tracer",
+            Peer::Conntrack => "conntrack -E",
+            Peer::Bpftrace => "bpftrace printer",
+        }
+    }
+}
+
+/// The bpftrace peer: every state change and every retransmit, one line each (what a person would
+/// write to watch connects with bpftrace).
+const BPFTRACE_SCRIPT: &str = r#"
+tracepoint:sock:inet_sock_set_state /args->protocol == 6/ {
+  printf("%d %s state %d->%d %d\n", pid, comm, args->oldstate, args->newstate, args->dport);
+}
+tracepoint:tcp:tcp_retransmit_skb {
+  printf("%d %s retransmit state %d %d\n", pid, comm, args->state, args->dport);
+}
+"#;
+
+/// A peer process; stopped and reaped on Drop.
+pub struct Running {
+    child: Child,
+    /// Signal that makes it exit cleanly (writing its final records).
+    stop_signal: i32,
+    pub output: PathBuf,
+    stopped: bool,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Stops the process cleanly and waits (bounded); SIGKILL if it does not exit in time.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let pid = i32::try_from(self.child.id())?;
+        // SAFETY: kill(2) on our own child, not yet reaped, so the pid is still ours.
+        unsafe { libc::kill(pid, self.stop_signal) };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            // Peers exit in their own way on a signal; what they wrote is checked by the caller.
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        bail!(
+            "peer writing {} did not stop within 15 s; killed",
+            self.output.display()
+        )
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.stopped
+            && let Err(e) = self.stop()
+        {
+            eprintln!("bench: {e:#}");
+        }
+    }
+}
+
+/// Starts `peer` writing to a file in `dir`; returns when it is attached. `None` for no peer.
+pub fn start(
+    peer: Peer,
+    tracer: &Path,
+    bed: &Testbed,
+    dir: &Path,
+    round: usize,
+) -> anyhow::Result<Option<Running>> {
+    let output = dir.join(format!(
+        "round{round}-{}.out",
+        peer.name().replace(' ', "_")
+    ));
+    match peer {
+        Peer::None => Ok(None),
+        Peer::Tracer => {
+            let mut cmd = Command::new(tracer);
+            cmd.args(["trace", "--format", "json", "--output"])
+                .arg(&output);
+            start_tracer(cmd, output).map(Some)
+        }
+        Peer::Conntrack => {
+            let mut cmd = bed.node.command("conntrack");
+            cmd.args(["-E", "-p", "tcp"])
+                .stdout(File::create(&output)?)
+                .stderr(Stdio::null());
+            let child = cmd.spawn().context("starting conntrack -E")?;
+            let mut running = Running {
+                child,
+                stop_signal: libc::SIGTERM,
+                output,
+                stopped: false,
+            };
+            // conntrack subscribes to its netlink groups at once; give it a moment, and make sure
+            // it did not exit (missing module, no permission).
+            std::thread::sleep(Duration::from_millis(300));
+            if let Some(status) = running.child.try_wait()? {
+                running.stopped = true;
+                bail!("conntrack -E exited at start: {status}");
+            }
+            Ok(Some(running))
+        }
+        Peer::Bpftrace => {
+            let mut cmd = Command::new("bpftrace");
+            cmd.arg("-o")
+                .arg(&output)
+                .args(["-e", BPFTRACE_SCRIPT])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let child = cmd.spawn().context("starting bpftrace")?;
+            let mut running = Running {
+                child,
+                stop_signal: libc::SIGINT,
+                output,
+                stopped: false,
+            };
+            // bpftrace writes "Attaching N probes..." to its output once the probes are attached.
+            wait_for(&mut running, Duration::from_secs(30), |text| {
+                text.contains("Attaching")
+            })?;
+            // The message comes just before the attach itself.
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(Some(running))
+        }
+    }
+}
+
+/// Starts the tracer (`cmd`); returns once it says it is attached. Its stderr is drained by a thread.
+pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running> {
+    let mut child = cmd
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the tracer")?;
+    let stderr = child.stderr.take().context("tracer stderr")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("attached") {
+                let _ = tx.send(line.clone());
+            } else if !line.contains("stopped") {
+                eprintln!("bench: tracer: {line}");
+            }
+        }
+    });
+    let mut running = Running {
+        child,
+        stop_signal: libc::SIGTERM,
+        output,
+        stopped: false,
+    };
+    if rx.recv_timeout(Duration::from_mins(1)).is_ok() {
+        return Ok(running);
+    }
+    let _ = running.child.kill();
+    let _ = running.child.wait();
+    running.stopped = true;
+    bail!("the tracer did not attach within 60 s (see its stderr above)")
+}
+
+fn wait_for(
+    running: &mut Running,
+    limit: Duration,
+    ready: impl Fn(&str) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline && !interrupted() {
+        if ready(&std::fs::read_to_string(&running.output).unwrap_or_default()) {
+            return Ok(());
+        }
+        if let Some(status) = running.child.try_wait()? {
+            running.stopped = true;
+            bail!("{} exited at start: {status}", running.output.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!(
+        "peer writing {} was not ready within {limit:?}",
+        running.output.display()
+    )
+}
