@@ -130,14 +130,12 @@ impl Identity {
             );
             dst = Some(dst.map_or(b.clone(), |d| format!("{d}, {b}")));
         }
-        if src.is_none() && dst.is_none() {
-            return None;
-        }
-        let mut line = format!(
-            "{} -> {}",
-            src.as_deref().unwrap_or("?"),
-            dst.as_deref().unwrap_or("?")
-        );
+        let mut line = match (src, dst) {
+            (Some(src), Some(dst)) => format!("{src} -> {dst}"),
+            (Some(src), None) => format!("from {src}"),
+            (None, Some(dst)) => format!("to {dst}"),
+            (None, None) => return None,
+        };
         if self.identity_stale {
             let age = self.identity_age_s.unwrap_or(0);
             let _ = write!(

@@ -108,6 +108,31 @@ fn refused_two_of_six() {
     );
 }
 
+/// With cluster state the detail says who the ends are and the cluster verdict (`identity/`); the
+/// fixtures have no names, so this adds them the way `--cluster-state` does.
+#[test]
+fn the_detail_names_the_pods_and_says_the_cluster_verdict() {
+    let mut s = State::new("replay fixture.jsonl", None);
+    for mut r in records(REFUSED_TWO_OF_SIX) {
+        if let Record::Connect(c) = &mut r {
+            c.identity.dst_pod = Some("webhooks-worker-9d9667f58-hqrqt".into());
+            c.identity.dst_namespace = Some("app".into());
+            c.identity.dst_service = Some("app/webhooks".into());
+            c.identity.cluster_verdict = Some("endpoint does not listen".into());
+            c.identity.cluster_explanation = Some("Refused by pod app/webhooks-worker-9d9667f58-hqrqt.".into());
+        }
+        s.apply(r);
+    }
+    s.act(Action::ToggleDetail);
+    let t = render(&mut s, 200, 40);
+    let screen: String = t.backend().buffer().content().iter().map(ratatui::buffer::Cell::symbol).collect();
+    assert!(screen.contains("Who: to pod app/webhooks-worker-9d9667f58-hqrqt of Service app/webhooks"), "{screen}");
+    assert!(
+        screen.contains("Cluster: endpoint does not listen. Refused by pod app/webhooks-worker-9d9667f58-hqrqt."),
+        "{screen}"
+    );
+}
+
 #[test]
 fn no_endpoints_icmp() {
     let mut s = state_of(NO_ENDPOINTS);

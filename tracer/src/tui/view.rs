@@ -403,6 +403,24 @@ impl Widget for Detail<'_> {
             ]),
             Line::raw(""),
         ];
+        // Names and the cluster-state verdict, when the tracer had cluster state (`identity/`).
+        if let Some(latest) = row.timeline.last() {
+            let id = &latest.identity;
+            let mut named = Vec::new();
+            if let Some(names) = id.summary() {
+                named.push(Line::from(vec![
+                    Span::styled("Who: ", Style::new().bold()),
+                    Span::raw(names),
+                ]));
+            }
+            if let (Some(verdict), Some(why)) = (&id.cluster_verdict, &id.cluster_explanation) {
+                named.push(Line::from(vec![
+                    Span::styled(format!("Cluster: {verdict}. "), Style::new().bold()),
+                    Span::raw(why.clone()),
+                ]));
+            }
+            lines.splice(3..3, named);
+        }
         if row.timeline.is_empty() {
             lines.push(Line::raw(
                 "Healthy connects are counted per destination in the kernel, not followed one by one.",
