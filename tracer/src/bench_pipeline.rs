@@ -51,6 +51,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
             netns: NetnsNames::new(),
             conntrack: None,
             destroyed: None,
+            last_time: (0, String::new()),
         },
         filter: DestinationFilter {
             cidrs: Vec::new(),

@@ -112,6 +112,7 @@ async fn trace(
                 netns: NetnsNames::new(),
                 conntrack,
                 destroyed,
+                last_time: (0, String::new()),
             },
             filter: DestinationFilter {
                 cidrs: args.pipeline.dst.clone(),

@@ -421,7 +421,7 @@ fn connect_rounds(
         .unwrap_or_default();
     if tracer_loss > 0.03 {
         table.notes.push(format!(
-            "connect-rate loss {:.1}%: the tracer's programs alone take about {:.1}% of the CPU a connect has here (the rest is the noise of a shared machine: no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. Each connect also pays hash/LRU map updates (DIALED, CONNECTING, ATTEMPTS, HEALTHY), and inet_sk_error_report runs on the server side's RST (this load closes with RST). Keeping the per-attempt state in socket-local storage instead of global hash maps, and returning before any map work on transitions of sockets that are not connecting, would close most of it",
+            "connect-rate loss {:.1}%: the tracer's programs alone take about {:.1}% of the CPU a connect has here (the rest is the noise of a shared machine: no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. Each connect also pays hash/LRU map updates (DIALED, ATTEMPTS, HEALTHY), and inet_sk_error_report runs on the server side's RST (this load closes with RST). Keeping the per-attempt state in socket-local storage instead of global hash maps, and returning before any map work on transitions of sockets that are not connecting, would close most of it",
             tracer_loss * 100.0,
             kernel_share * 100.0
         ));
