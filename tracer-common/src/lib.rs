@@ -103,6 +103,18 @@ pub struct Endpoint {
 }
 const _: () = assert!(size_of::<Endpoint>() == 32);
 
+/// What the `connect()` hook remembers about one call, by `pid_tgid`, until the syscall returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dialing {
+    /// The address the application passed, in its network namespace.
+    pub dst: Endpoint,
+    /// The socket that entered `SYN_SENT` during this call; 0 until then. If `connect()` then fails,
+    /// its return value is that attempt's errno.
+    pub sock: u64,
+}
+const _: () = assert!(size_of::<Dialing>() == 40);
+
 /// Key of the healthy counters: one destination, one connecting process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -154,8 +166,6 @@ pub mod counter {
 pub const MAX_ATTEMPTS: u32 = 65_536;
 /// Capacity of `DIALED`: `connect()` calls between the hook and `SYN_SENT` (same syscall).
 pub const MAX_DIALED: u32 = 16_384;
-/// Capacity of `CONNECTING`: threads inside `connect()` whose socket entered `SYN_SENT`.
-pub const MAX_CONNECTING: u32 = 16_384;
 /// Capacity of the LRU `HEALTHY` map: distinct (destination, process) pairs with healthy counts.
 pub const MAX_HEALTHY_DESTINATIONS: u32 = 16_384;
 /// Ring buffer size in bytes (power of two, multiple of the page size).
@@ -193,6 +203,7 @@ mod user {
     unsafe impl aya::Pod for super::Attempt {}
     unsafe impl aya::Pod for super::ConnectEvent {}
     unsafe impl aya::Pod for super::Endpoint {}
+    unsafe impl aya::Pod for super::Dialing {}
     unsafe impl aya::Pod for super::HealthyStats {}
     unsafe impl aya::Pod for super::HealthyKey {}
     unsafe impl aya::Pod for super::SockOffsets {}

@@ -5,14 +5,14 @@
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
-//! Remembered by `pid_tgid` until the same syscall reaches `CLOSE -> SYN_SENT`. Always allows the call.
+//! Remembered by `pid_tgid` until the syscall returns (`sys_exit_connect.rs`). Always allows the call.
 use aya_ebpf::{
     EbpfContext,
     helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
     macros::cgroup_sock_addr,
     programs::SockAddrContext,
 };
-use tracer_common::{AF_INET, AF_INET6, Endpoint};
+use tracer_common::{AF_INET, AF_INET6, Dialing, Endpoint};
 
 use crate::maps::DIALED;
 
@@ -55,5 +55,9 @@ fn remember(ctx: &SockAddrContext, family: u16) {
         family,
         _pad: [0; 4],
     };
-    let _ = DIALED.insert(&bpf_get_current_pid_tgid(), &endpoint, 0);
+    let dialing = Dialing {
+        dst: endpoint,
+        sock: 0,
+    };
+    let _ = DIALED.insert(&bpf_get_current_pid_tgid(), &dialing, 0);
 }

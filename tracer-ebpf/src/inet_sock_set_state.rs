@@ -21,8 +21,8 @@ use tracer_common::{
 use tracer_common::tracepoint::inet_sock_set_state::{ADDRS, NEWSTATE, OLDSTATE, PROTOCOL, SKADDR};
 
 use crate::{
-    maps::{ATTEMPTS, CONNECTING, DIALED, HEALTHY, count, emit, filter, now_ns},
-    tracepoint_fields::{read, read_addrs},
+    maps::{ATTEMPTS, DIALED, HEALTHY, count, emit, filter, now_ns},
+    tracepoint_fields::{load, read_addrs},
 };
 
 const IPPROTO_TCP: u16 = 6;
@@ -33,12 +33,12 @@ const TCP_CLOSE: i32 = 7;
 
 #[tracepoint]
 pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
-    let protocol: u16 = read(&ctx, PROTOCOL);
+    let protocol: u16 = load(&ctx, PROTOCOL);
     if protocol != IPPROTO_TCP {
         return 0;
     }
-    let old: i32 = read(&ctx, OLDSTATE);
-    let new: i32 = read(&ctx, NEWSTATE);
+    let old: i32 = load(&ctx, OLDSTATE);
+    let new: i32 = load(&ctx, NEWSTATE);
     match (old, new) {
         (TCP_CLOSE, TCP_SYN_SENT) => on_syn_sent(&ctx),
         (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV) => on_answered(&ctx),
@@ -49,15 +49,12 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
 }
 
 fn on_syn_sent(ctx: &TracePointContext) {
-    let sock: u64 = read(ctx, SKADDR);
+    let sock: u64 = load(ctx, SKADDR);
     let pid_tgid = bpf_get_current_pid_tgid();
-    // SAFETY: the value is copied out at once; a concurrent update of the same key by this very
-    // thread is impossible (we are inside its connect()).
-    let dialed = unsafe { DIALED.get(&pid_tgid) }.copied();
-    if dialed.is_some() {
-        let _ = DIALED.remove(&pid_tgid);
-    }
-    let dialed = dialed.unwrap_or_default();
+    // The connect() hook's record of this very call; sys_exit_connect removes it.
+    let dialing = DIALED.get_ptr_mut(&pid_tgid);
+    // SAFETY: copied out at once; only this thread, inside its connect(), touches its entry.
+    let dialed = dialing.map(|d| unsafe { (*d).dst }).unwrap_or_default();
     let wanted = filter().netns_cookie;
     if wanted != 0 && dialed.netns_cookie != wanted {
         return;
@@ -94,11 +91,14 @@ fn on_syn_sent(ctx: &TracePointContext) {
         return;
     }
     // If connect() itself fails, its return value is the only place the errno appears.
-    let _ = CONNECTING.insert(&pid_tgid, &sock, 0);
+    if let Some(d) = dialing {
+        // SAFETY: as above.
+        unsafe { (*d).sock = sock };
+    }
 }
 
 fn on_answered(ctx: &TracePointContext) {
-    let sock: u64 = read(ctx, SKADDR);
+    let sock: u64 = load(ctx, SKADDR);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return;
     };
@@ -155,7 +155,7 @@ fn count_healthy(attempt: &Attempt) {
 }
 
 fn on_closed(ctx: &TracePointContext) {
-    let sock: u64 = read(ctx, SKADDR);
+    let sock: u64 = load(ctx, SKADDR);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return;
     };

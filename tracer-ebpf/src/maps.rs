@@ -5,9 +5,14 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Attempt, ConnectEvent, Endpoint, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
-    MAX_CONNECTING, MAX_DIALED, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+    Attempt, ConnectEvent, Dialing, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
+    MAX_DIALED, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
 };
+
+/// LRU maps written on every connect keep one LRU list per CPU: no cross-CPU lock on insert. Each CPU
+/// then holds at most `max_entries / CPUs`; entries here live for one syscall (`DIALED`) or are
+/// counters (`HEALTHY`), so that is plenty.
+const BPF_F_NO_COMMON_LRU: u32 = 2;
 
 /// Records for userspace: only attempts that need attention.
 #[map]
@@ -18,19 +23,16 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
 #[map]
 pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
 
-/// What `connect()` was called with, by `pid_tgid`, until the same syscall puts the socket in `SYN_SENT`.
+/// What `connect()` was called with, by `pid_tgid`, until the syscall returns (`sys_exit_connect.rs`).
 #[map]
-pub static DIALED: LruHashMap<u64, Endpoint> = LruHashMap::with_max_entries(MAX_DIALED, 0);
-
-/// Socket a thread put in `SYN_SENT` during its current `connect()`, until the syscall returns.
-#[map]
-pub static CONNECTING: LruHashMap<u64, u64> = LruHashMap::with_max_entries(MAX_CONNECTING, 0);
+pub static DIALED: LruHashMap<u64, Dialing> =
+    LruHashMap::with_max_entries(MAX_DIALED, BPF_F_NO_COMMON_LRU);
 
 /// Healthy connects per destination, read (and summed over CPUs) by userspace periodically. Per-CPU so
 /// the hot path needs no atomics.
 #[map]
 pub static HEALTHY: LruPerCpuHashMap<HealthyKey, HealthyStats> =
-    LruPerCpuHashMap::with_max_entries(MAX_HEALTHY_DESTINATIONS, 0);
+    LruPerCpuHashMap::with_max_entries(MAX_HEALTHY_DESTINATIONS, BPF_F_NO_COMMON_LRU);
 
 /// Per-CPU counters, indexed by `tracer_common::counter`.
 #[map]

@@ -17,8 +17,8 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{ATTEMPTS, CONNECTING, DIALED, emit, filter, now_ns},
-    tracepoint_fields::read,
+    maps::{ATTEMPTS, DIALED, emit, filter, now_ns},
+    tracepoint_fields::load,
 };
 
 const EINPROGRESS: i64 = 115;
@@ -27,40 +27,44 @@ const EISCONN: i64 = 106;
 
 #[tracepoint]
 pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
-    let ret: i64 = read(&ctx, RET);
+    let ret: i64 = load(&ctx, RET);
     let pid_tgid = bpf_get_current_pid_tgid();
     let failed = ret < 0 && !matches!(-ret, EINPROGRESS | EALREADY | EISCONN);
-    // SAFETY: values are copied out at once.
-    if let Some(sock) = unsafe { CONNECTING.get(&pid_tgid) }.copied() {
-        let _ = CONNECTING.remove(&pid_tgid);
-        if failed {
-            end_in_syscall(sock, -ret as i32);
-        }
-    } else if let Some(dialed) = unsafe { DIALED.get(&pid_tgid) }.copied() {
-        let _ = DIALED.remove(&pid_tgid);
-        let wanted = filter().netns_cookie;
-        if failed && (wanted == 0 || dialed.netns_cookie == wanted) {
-            let now = now_ns();
-            let attempt = Attempt {
-                start_ns: now,
-                closed_ns: now,
-                netns_cookie: dialed.netns_cookie,
-                // SAFETY: helper without preconditions.
-                cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-                pid: (pid_tgid >> 32) as u32,
-                tid: pid_tgid as u32,
-                comm: bpf_get_current_comm().unwrap_or_default(),
-                daddr: dialed.addr,
-                dialed_addr: dialed.addr,
-                family: dialed.family,
-                dport: dialed.port,
-                dialed_port: dialed.port,
-                syn_count: 0,
-                flags: FLAG_DIALED_KNOWN,
-                ..Attempt::default()
-            };
-            emit(EVENT_CONNECT_END, -ret as i32, &attempt);
-        }
+    // SAFETY: copied out at once.
+    let Some(dialing) = (unsafe { DIALED.get(&pid_tgid) }).copied() else {
+        return 0;
+    };
+    let _ = DIALED.remove(&pid_tgid);
+    if !failed {
+        return 0;
+    }
+    if dialing.sock != 0 {
+        end_in_syscall(dialing.sock, -ret as i32);
+        return 0;
+    }
+    let dialed = dialing.dst;
+    let wanted = filter().netns_cookie;
+    if wanted == 0 || dialed.netns_cookie == wanted {
+        let now = now_ns();
+        let attempt = Attempt {
+            start_ns: now,
+            closed_ns: now,
+            netns_cookie: dialed.netns_cookie,
+            // SAFETY: helper without preconditions.
+            cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+            comm: bpf_get_current_comm().unwrap_or_default(),
+            daddr: dialed.addr,
+            dialed_addr: dialed.addr,
+            family: dialed.family,
+            dport: dialed.port,
+            dialed_port: dialed.port,
+            syn_count: 0,
+            flags: FLAG_DIALED_KNOWN,
+            ..Attempt::default()
+        };
+        emit(EVENT_CONNECT_END, -ret as i32, &attempt);
     }
     0
 }

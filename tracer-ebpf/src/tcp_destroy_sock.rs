@@ -9,14 +9,14 @@ use tracer_common::{EVENT_CONNECT_END, FLAG_ANSWERED};
 
 use crate::{
     maps::{ATTEMPTS, emit, now_ns},
-    tracepoint_fields::read,
+    tracepoint_fields::load,
 };
 
 use tracer_common::tracepoint::skaddr_only::SKADDR;
 
 #[tracepoint]
 pub fn tcp_destroy_sock(ctx: TracePointContext) -> u32 {
-    let sock: u64 = read(&ctx, SKADDR);
+    let sock: u64 = load(&ctx, SKADDR);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return 0;
     };

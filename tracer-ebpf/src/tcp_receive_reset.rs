@@ -6,13 +6,13 @@
 use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
 use tracer_common::FLAG_RST_RECEIVED;
 
-use crate::{maps::ATTEMPTS, tracepoint_fields::read};
+use crate::{maps::ATTEMPTS, tracepoint_fields::load};
 
 use tracer_common::tracepoint::skaddr_only::SKADDR;
 
 #[tracepoint]
 pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
-    let sock: u64 = read(&ctx, SKADDR);
+    let sock: u64 = load(&ctx, SKADDR);
     if let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) {
         // SAFETY: map value pointer from a successful lookup; softirq holds the socket lock.
         unsafe { (*attempt).flags |= FLAG_RST_RECEIVED };

@@ -11,18 +11,18 @@ use tracer_common::tracepoint::tcp_retransmit_skb::{ADDRS, SKADDR, STATE};
 
 use crate::{
     maps::{ATTEMPTS, emit},
-    tracepoint_fields::{read, read_addrs},
+    tracepoint_fields::{load, read_addrs},
 };
 
 const TCP_SYN_SENT: i32 = 2;
 
 #[tracepoint]
 pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
-    let state: i32 = read(&ctx, STATE);
+    let state: i32 = load(&ctx, STATE);
     if state != TCP_SYN_SENT {
         return 0;
     }
-    let sock: u64 = read(&ctx, SKADDR);
+    let sock: u64 = load(&ctx, SKADDR);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return 0;
     };

@@ -27,6 +27,8 @@ pub struct Enricher {
     pub conntrack: Option<Conntrack>,
     /// Entries conntrack already destroyed (a RST kills an unanswered entry at once).
     pub destroyed: Option<DestroyedNat>,
+    /// The last record time formatted, by kernel millisecond: records come in bursts.
+    pub last_time: (u64, String),
 }
 
 /// The Service a connect meant and the backend it was sent to, when load balancing was seen.
@@ -83,6 +85,15 @@ impl Enricher {
         })
     }
 
+    /// RFC 3339 time of a kernel timestamp; formatted once per millisecond.
+    fn time_of(&mut self, ktime_ns: u64) -> String {
+        let ms = ktime_ns / 1_000_000;
+        if self.last_time.0 != ms || self.last_time.1.is_empty() {
+            self.last_time = (ms, rfc3339(self.clock.wall(ktime_ns)));
+        }
+        self.last_time.1.clone()
+    }
+
     pub fn connect_record(&mut self, flow: &Flow, via: Option<ServiceBackend>) -> ConnectRecord {
         let a = &flow.attempt;
         let (dst, dialed) = destinations(flow);
@@ -97,7 +108,7 @@ impl Enricher {
             |v| format!("backend {} of Service {}", v.backend, v.service),
         );
         ConnectRecord {
-            time: rfc3339(self.clock.wall(flow.at_ns)),
+            time: self.time_of(flow.at_ns),
             verdict: flow.verdict.name().into(),
             cause: flow.verdict.cause(),
             is_final: flow.is_final,

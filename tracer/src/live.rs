@@ -116,6 +116,7 @@ async fn trace(
                 conntrack,
                 destroyed,
                 identities,
+                last_time: (0, String::new()),
             },
             filter: DestinationFilter {
                 cidrs: args.pipeline.dst.clone(),

@@ -34,9 +34,11 @@ impl Stages {
         };
         let flow = self.flows.apply(event);
         let (dst, dialed) = destinations(&flow);
-        let mut dests = vec![(dst.ip(), dst.port())];
-        dests.extend(dialed.map(|d| (d.ip(), d.port())));
-        if !self.filter.matches(&dests) {
+        let dialed = dialed.unwrap_or(dst);
+        if !self
+            .filter
+            .matches(&[(dst.ip(), dst.port()), (dialed.ip(), dialed.port())])
+        {
             return Ok(());
         }
         let via = self.enricher.service_backend(&flow);

@@ -207,10 +207,12 @@ pub fn errno_name(errno: i32) -> String {
 
 /// `1.2s`, `350ms`: readable at a glance.
 pub fn format_duration(d: Duration) -> String {
-    if d >= Duration::from_secs(1) {
-        format!("{:.1}s", d.as_secs_f64())
+    // Integer arithmetic: `{:.1}` on an f64 takes the exact (slow) float formatter, once per record.
+    let ms = d.as_millis();
+    if ms >= 1000 {
+        format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
     } else {
-        format!("{}ms", d.as_millis())
+        format!("{ms}ms")
     }
 }
 
@@ -269,6 +271,13 @@ mod tests {
             Verdict::of_end(false, libc::EACCES, false, 1),
             Verdict::Failed { errno: 13 }
         );
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(format_duration(Duration::from_millis(3001)), "3.0s");
+        assert_eq!(format_duration(Duration::from_millis(1999)), "1.9s");
+        assert_eq!(format_duration(Duration::from_millis(999)), "999ms");
     }
 
     #[test]
