@@ -14,15 +14,24 @@ use std::{
 
 use hashbrown::HashMap;
 
+use super::cgroup::{ContainerRef, parse_cgroup_path};
+
 /// A few seconds: a pod that starts and connects at once is named from its second failed connect on.
 pub const MIN_RESCAN: Duration = Duration::from_secs(3);
 /// Paths of cgroups that are gone are kept for a while (their last records still want a name),
 /// up to this many entries.
 const MAX_ENTRIES: usize = 1 << 16;
 
+/// One cgroup: its path, and the container it is (parsed once, at the walk: records come by the
+/// million, cgroups by the hundred).
+pub struct CgroupEntry {
+    pub path: String,
+    pub container: Option<ContainerRef>,
+}
+
 pub struct CgroupPaths {
     root: Option<PathBuf>,
-    by_id: HashMap<u64, String>,
+    by_id: HashMap<u64, CgroupEntry>,
     last_scan: Option<Instant>,
     min_rescan: Duration,
 }
@@ -39,14 +48,20 @@ impl CgroupPaths {
     }
 
     /// The cgroup path (`/kubepods.slice/...`, relative to the mount) of cgroup `id`.
+    #[cfg(test)]
     pub fn path(&mut self, id: u64) -> Option<&str> {
+        self.entry(id).map(|e| e.path.as_str())
+    }
+
+    /// The cgroup with id `id`, walking the mount again on a miss (at most once per `min_rescan`).
+    pub fn entry(&mut self, id: u64) -> Option<&CgroupEntry> {
         if id == 0 {
             return None;
         }
         if !self.by_id.contains_key(&id) && self.may_rescan() {
             self.rescan();
         }
-        self.by_id.get(&id).map(String::as_str)
+        self.by_id.get(&id)
     }
 
     fn may_rescan(&self) -> bool {
@@ -68,10 +83,14 @@ impl CgroupPaths {
 
 /// Records every directory under `dir` by inode; unreadable directories (a cgroup removed during
 /// the walk) are skipped.
-fn walk(root: &Path, dir: &Path, out: &mut HashMap<u64, String>) {
+fn walk(root: &Path, dir: &Path, out: &mut HashMap<u64, CgroupEntry>) {
     if let Ok(meta) = fs::metadata(dir) {
         let rel = dir.strip_prefix(root).unwrap_or(dir);
-        out.insert(meta.ino(), format!("/{}", rel.display()));
+        let path = format!("/{}", rel.display());
+        out.entry(meta.ino()).or_insert_with(|| CgroupEntry {
+            container: parse_cgroup_path(&path),
+            path,
+        });
     }
     let Ok(entries) = fs::read_dir(dir) else {
         return;

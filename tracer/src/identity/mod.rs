@@ -35,7 +35,6 @@ use std::{
 pub use fields::Identity;
 
 use self::{
-    cgroup::parse_cgroup_path,
     cgroup_ids::{CgroupPaths, MIN_RESCAN},
     cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service},
     source::{ClusterSource, ClusterView},
@@ -120,17 +119,17 @@ impl Identities {
             id.identity_stale = view.stale;
         }
         let mut pod_uid = None;
-        if let Some(path) = self.cgroups.path(cgroup_id) {
-            id.src_cgroup = Some(path.to_owned());
-            if let Some(container) = parse_cgroup_path(path) {
+        if let Some(cgroup) = self.cgroups.entry(cgroup_id) {
+            id.src_cgroup = Some(cgroup.path.clone());
+            if let Some(container) = &cgroup.container {
                 id.src_container = Some(container.container_id.chars().take(12).collect());
-                pod_uid = container.pod_uid;
+                pod_uid = container.pod_uid.as_deref();
             }
         }
         let Some(state) = view.map(|v| &v.state) else {
             return id;
         };
-        let pod = pod_uid.and_then(|uid| state.pod_by_uid(&uid)).or_else(|| {
+        let pod = pod_uid.and_then(|uid| state.pod_by_uid(uid)).or_else(|| {
             src_ip
                 .filter(|ip| !ip.is_unspecified())
                 .and_then(|ip| state.pod_by_ip(ip))
