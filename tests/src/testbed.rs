@@ -19,6 +19,33 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Every test namespace's name starts with this, then `{prefix}-{pid}-{n}`.
+const NAME_MARK: &str = "tb-";
+
+/// A test process killed before its `Drop`s ran (a CI timeout, SIGKILL) leaves its namespaces behind;
+/// the next run removes those whose process is gone. Only names with our mark are touched.
+fn remove_namespaces_of_dead_test_processes() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix(NAME_MARK) else {
+            continue;
+        };
+        let mut parts = rest.rsplitn(3, '-');
+        let (Some(_n), Some(pid), Some(_prefix)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
 /// Process-wide counter so namespace names (and bed subnets) are unique within the process.
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -57,7 +84,9 @@ pub struct Netns {
 impl Netns {
     /// Creates `"{prefix}-{pid}-{counter}"` and brings its `lo` up.
     pub fn new(prefix: &str) -> Netns {
-        let name = format!("{prefix}-{}-{}", std::process::id(), next_id());
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(remove_namespaces_of_dead_test_processes);
+        let name = format!("{NAME_MARK}{prefix}-{}-{}", std::process::id(), next_id());
         run("ip", &["netns", "add", &name]);
         // Construct before further setup so a failure below still deletes the namespace.
         let ns = Netns {

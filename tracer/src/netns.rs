@@ -7,7 +7,7 @@
 use std::{
     fs::File,
     io,
-    os::fd::AsRawFd,
+    os::fd::{AsRawFd, FromRawFd},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -96,9 +96,15 @@ fn cookie_in(path: &Path) -> Result<u64, NetnsError> {
         path: path.into(),
         source,
     };
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0")
-        .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))
-        .map_err(cookie_err)?;
+    // An unbound socket is enough for SO_NETNS_COOKIE; binding would need the namespace's loopback
+    // up, which a node's or pod's namespace does not promise.
+    // SAFETY: plain socket(2); the fd is owned by `sock` at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(cookie_err(io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh socket nobody else owns.
+    let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let mut cookie: u64 = 0;
     let mut len = size_of::<u64>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
@@ -184,6 +190,29 @@ mod tests {
             PathBuf::from("/var/run/netns/x")
         );
         assert_eq!(spec_path("cni-1234"), PathBuf::from("/run/netns/cni-1234"));
+    }
+
+    #[test]
+    fn cookie_of_a_namespace_whose_loopback_is_down() {
+        // Regression: the cookie was read from a socket bound to 127.0.0.1, which fails with
+        // EADDRNOTAVAIL in a namespace whose `lo` is down (a node namespace, freshly made).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // creating a namespace needs root; the integration tests run as root
+        }
+        let name = format!("tracer-unit-lo-{}", std::process::id());
+        let made = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status();
+        if !made.is_ok_and(|s| s.success()) {
+            return;
+        }
+        let result = resolve(&name);
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .status();
+        let ns = result.expect("cookie of a namespace with lo down");
+        assert_ne!(ns.cookie, 0);
     }
 
     #[test]
