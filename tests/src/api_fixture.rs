@@ -30,7 +30,8 @@ impl ApiFixture {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fixture API server");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("local addr");
-        let items: Arc<Vec<Value>> = Arc::new(snapshot["items"].as_array().cloned().unwrap_or_default());
+        let items: Arc<Vec<Value>> =
+            Arc::new(snapshot["items"].as_array().cloned().unwrap_or_default());
         let stop = Arc::new(AtomicBool::new(false));
         let stop_thread = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -44,7 +45,11 @@ impl ApiFixture {
                 }
             }
         });
-        ApiFixture { addr, stop, thread: Some(thread) }
+        ApiFixture {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// A kubeconfig file whose current context is this server.

@@ -42,13 +42,21 @@ fn endpoint(ip: Ipv4Addr, pod: &str) -> Value {
 /// and `dead_ip` is listed by Service `file-service`'s EndpointSlice for a pod that no longer exists.
 fn snapshot(bed: &TwoHosts, dead_ip: Ipv4Addr) -> PathBuf {
     let list = cluster(bed, dead_ip);
-    let path = std::env::temp_dir().join(format!("tracer-cluster-state-{}-{}.json", std::process::id(), bed.client.name()));
-    std::fs::write(&path, serde_json::to_string_pretty(&list).expect("json")).expect("write the snapshot");
+    let path = std::env::temp_dir().join(format!(
+        "tracer-cluster-state-{}-{}.json",
+        std::process::id(),
+        bed.client.name()
+    ));
+    std::fs::write(&path, serde_json::to_string_pretty(&list).expect("json"))
+        .expect("write the snapshot");
     path
 }
 
 fn cluster(bed: &TwoHosts, dead_ip: Ipv4Addr) -> Value {
-    let subnet = format!("{}/24", Ipv4Addr::from(u32::from(bed.server_ip) & 0xffff_ff00));
+    let subnet = format!(
+        "{}/24",
+        Ipv4Addr::from(u32::from(bed.server_ip) & 0xffff_ff00)
+    );
     let webhooks = json!({"app": "webhooks", "app.kubernetes.io/component": "webhooks"});
     let web_ip = Ipv4Addr::from(u32::from(bed.server_ip) + 48);
     let list = json!({"apiVersion": "v1", "kind": "List", "items": [
@@ -80,13 +88,17 @@ fn cluster(bed: &TwoHosts, dead_ip: Ipv4Addr) -> Value {
 }
 
 fn is_connect(v: &Value, dst: SocketAddr, verdict: &str, is_final: bool) -> bool {
-    v["kind"] == "connect" && v["dst"] == dst.to_string() && v["verdict"] == verdict && v["final"] == is_final
+    v["kind"] == "connect"
+        && v["dst"] == dst.to_string()
+        && v["verdict"] == verdict
+        && v["final"] == is_final
 }
 
 /// The test process's cgroup v2 path, as `/proc/self/cgroup` says (`0::/...`).
 fn own_cgroup() -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    text.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
 }
 
 #[test]
@@ -94,11 +106,19 @@ fn cluster_state_refused_by_a_worker_pod_is_endpoint_does_not_listen() {
     let bed = TwoHosts::new("cid");
     let dead_ip = Ipv4Addr::from(u32::from(bed.server_ip) + 96);
     let state = snapshot(&bed, dead_ip);
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--cluster-state", state.to_str().expect("path")]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--cluster-state",
+        state.to_str().expect("path"),
+    ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
-    let err = connect_from(&bed.client, "tc-cid", dst, Duration::from_secs(3)).expect_err("nothing listens");
+    let err = connect_from(&bed.client, "tc-cid", dst, Duration::from_secs(3))
+        .expect_err("nothing listens");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
-    let r = tracer.expect("refused by the worker pod", Duration::from_secs(5), |v| is_connect(v, dst, "refused", true));
+    let r = tracer.expect("refused by the worker pod", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "refused", true)
+    });
     let _ = std::fs::remove_file(&state);
 
     assert_eq!(r["src_pod"], CLIENT_POD, "source pod, by its address: {r}");
@@ -114,7 +134,9 @@ fn cluster_state_refused_by_a_worker_pod_is_endpoint_does_not_listen() {
     assert_eq!(r["dst_service"], "app/webhooks", "{r}");
     assert_eq!(r["identity_source"], "file", "{r}");
     assert_eq!(r["cluster_verdict"], "endpoint does not listen", "{r}");
-    let why = r["cluster_explanation"].as_str().expect("cluster_explanation");
+    let why = r["cluster_explanation"]
+        .as_str()
+        .expect("cluster_explanation");
     assert!(
         why.contains(&format!(
             "Refused by pod app/{WORKER} (Deployment webhooks-worker), a Ready endpoint of Service app/webhooks: \
@@ -122,7 +144,10 @@ fn cluster_state_refused_by_a_worker_pod_is_endpoint_does_not_listen() {
         )),
         "{why}"
     );
-    assert!(why.contains("1 of the 2 pods it matches declare no port 8080"), "{why}");
+    assert!(
+        why.contains("1 of the 2 pods it matches declare no port 8080"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -130,24 +155,45 @@ fn cluster_state_unanswered_connect_to_a_deleted_pod_ip_is_backend_is_no_live_po
     let bed = TwoHosts::new("cgone");
     // A "dead pod" address that still answers ARP but drops SYNs: the black hole of incident 000.
     let dead_ip = Ipv4Addr::from(u32::from(bed.server_ip) + 96);
-    bed.server.exec(&["ip", "addr", "add", &format!("{dead_ip}/24"), "dev", "eth0"]);
+    bed.server
+        .exec(&["ip", "addr", "add", &format!("{dead_ip}/24"), "dev", "eth0"]);
     bed.server.nft(&nft_drop_syn_to(8012));
     let state = snapshot(&bed, dead_ip);
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--cluster-state", state.to_str().expect("path")]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--cluster-state",
+        state.to_str().expect("path"),
+    ]);
     let dst = SocketAddr::from(SocketAddrV4::new(dead_ip, 8012));
     let client = bed.client.spawn_in("tc-cgone", move || {
         std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3)).map(drop)
     });
-    let live = tracer.expect("live unanswered", Duration::from_secs(3), |v| is_connect(v, dst, "unanswered", false));
-    assert_eq!(live["cluster_verdict"], "backend is no live pod", "said while the connect still hangs: {live}");
+    let live = tracer.expect("live unanswered", Duration::from_secs(3), |v| {
+        is_connect(v, dst, "unanswered", false)
+    });
+    assert_eq!(
+        live["cluster_verdict"], "backend is no live pod",
+        "said while the connect still hangs: {live}"
+    );
     let _ = client.join().expect("client thread");
-    let end = tracer.expect("abandoned", Duration::from_secs(5), |v| is_connect(v, dst, "abandoned", true));
+    let end = tracer.expect("abandoned", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "abandoned", true)
+    });
     let _ = std::fs::remove_file(&state);
     assert_eq!(end["cluster_verdict"], "backend is no live pod", "{end}");
-    assert_eq!(end["dst_service"], "app/file-service", "the Service it was reached through: {end}");
+    assert_eq!(
+        end["dst_service"], "app/file-service",
+        "the Service it was reached through: {end}"
+    );
     assert_eq!(end["src_pod"], CLIENT_POD, "{end}");
-    assert!(end.get("dst_pod").is_none(), "no pod has that address: {end}");
-    let why = end["cluster_explanation"].as_str().expect("cluster_explanation");
+    assert!(
+        end.get("dst_pod").is_none(),
+        "no pod has that address: {end}"
+    );
+    let why = end["cluster_explanation"]
+        .as_str()
+        .expect("cluster_explanation");
     assert!(
         why.starts_with(&format!(
             "No live pod has {dst}: EndpointSlice file-service-q7w2n of Service app/file-service still lists it \
@@ -160,9 +206,20 @@ fn cluster_state_unanswered_connect_to_a_deleted_pod_ip_is_backend_is_no_live_po
 #[test]
 fn cluster_state_from_the_api_names_the_same_pods_as_the_file() {
     let bed = TwoHosts::new("clive");
-    let api = ApiFixture::serve(&cluster(&bed, Ipv4Addr::from(u32::from(bed.server_ip) + 96)));
-    let kubeconfig = api.kubeconfig(&std::env::temp_dir(), &format!("tracer-kubeconfig-live-{}", std::process::id()));
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--kubeconfig", kubeconfig.to_str().expect("path")]);
+    let api = ApiFixture::serve(&cluster(
+        &bed,
+        Ipv4Addr::from(u32::from(bed.server_ip) + 96),
+    ));
+    let kubeconfig = api.kubeconfig(
+        &std::env::temp_dir(),
+        &format!("tracer-kubeconfig-live-{}", std::process::id()),
+    );
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("path"),
+    ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
     // The first lists may still be on their way right after attach (those records say `identity_stale`):
     // connect a few times and take the first record named from a complete list.
@@ -187,7 +244,10 @@ fn cluster_state_from_the_api_names_the_same_pods_as_the_file() {
 fn cluster_state_api_unreachable_keeps_tracing_with_stale_names() {
     let bed = TwoHosts::new("capi");
     // A kubeconfig whose API server is a closed port on this machine's loopback.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
     let kubeconfig = std::env::temp_dir().join(format!("tracer-kubeconfig-{}", std::process::id()));
     std::fs::write(
         &kubeconfig,
@@ -198,14 +258,27 @@ fn cluster_state_api_unreachable_keeps_tracing_with_stale_names() {
         ),
     )
     .expect("write kubeconfig");
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--kubeconfig", kubeconfig.to_str().expect("path")]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--kubeconfig",
+        kubeconfig.to_str().expect("path"),
+    ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
     let _ = connect_from(&bed.client, "tc-capi", dst, Duration::from_secs(3));
-    let r = tracer.expect("refused, traced without the API", Duration::from_secs(5), |v| is_connect(v, dst, "refused", true));
+    let r = tracer.expect(
+        "refused, traced without the API",
+        Duration::from_secs(5),
+        |v| is_connect(v, dst, "refused", true),
+    );
     let _ = std::fs::remove_file(&kubeconfig);
     assert_eq!(r["identity_source"], "api", "{r}");
     assert_eq!(r["identity_stale"], true, "{r}");
-    assert!(tracer.stderr().contains("Kubernetes API: cannot"), "says so on stderr: {}", tracer.stderr());
+    assert!(
+        tracer.stderr().contains("Kubernetes API: cannot"),
+        "says so on stderr: {}",
+        tracer.stderr()
+    );
 }
 
 #[test]
@@ -213,16 +286,33 @@ fn cluster_state_malformed_file_or_unreadable_kubeconfig_is_a_clear_error() {
     let bad = std::env::temp_dir().join(format!("tracer-bad-state-{}.json", std::process::id()));
     std::fs::write(&bad, r#"{"kind":"List","items":[{"kind":"Service","metadata":{"name":"s","namespace":"x"},"spec":{"ports":[{"port":"eighty"}]}}]}"#)
         .expect("write");
-    let (code, stderr) = run_to_exit(&["trace", "--cluster-state", bad.to_str().expect("path")], &[], &[]);
+    let (code, stderr) = run_to_exit(
+        &["trace", "--cluster-state", bad.to_str().expect("path")],
+        &[],
+        &[],
+    );
     let _ = std::fs::remove_file(&bad);
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.starts_with("tracer: error: the cluster state file"), "{stderr}");
-    assert!(stderr.contains("`items[0].spec.ports[0].port` (Service x/s)"), "names the bad value: {stderr}");
+    assert!(
+        stderr.starts_with("tracer: error: the cluster state file"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`items[0].spec.ports[0].port` (Service x/s)"),
+        "names the bad value: {stderr}"
+    );
     assert_eq!(stderr.matches("eighty").count(), 1, "said once: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
-    let (code, stderr) = run_to_exit(&["trace", "--kubeconfig", "/nonexistent/kubeconfig"], &[], &[]);
+    let (code, stderr) = run_to_exit(
+        &["trace", "--kubeconfig", "/nonexistent/kubeconfig"],
+        &[],
+        &[],
+    );
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.starts_with("tracer: error: cannot read the kubeconfig /nonexistent/kubeconfig"), "{stderr}");
+    assert!(
+        stderr.starts_with("tracer: error: cannot read the kubeconfig /nonexistent/kubeconfig"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }

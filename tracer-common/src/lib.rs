@@ -92,7 +92,10 @@ const _: () = assert!(size_of::<ConnectEvent>() == 144);
 /// `connect()` hook remembers about a call until the socket enters `SYN_SENT`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[allow(clippy::pub_underscore_fields, reason = "explicit padding of a kernel ABI struct, set by both sides")]
+#[allow(
+    clippy::pub_underscore_fields,
+    reason = "explicit padding of a kernel ABI struct, set by both sides"
+)]
 pub struct Endpoint {
     pub netns_cookie: u64,
     pub addr: [u8; 16],
@@ -118,7 +121,10 @@ const _: () = assert!(size_of::<Dialing>() == 40);
 /// Key of the healthy counters: one destination, one connecting process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[allow(clippy::pub_underscore_fields, reason = "explicit padding of a kernel ABI struct, set by both sides")]
+#[allow(
+    clippy::pub_underscore_fields,
+    reason = "explicit padding of a kernel ABI struct, set by both sides"
+)]
 pub struct HealthyKey {
     pub dst: Endpoint,
     /// Thread-group id of the connecting process.

@@ -358,7 +358,10 @@ async fn identities(args: &PipelineArgs) -> anyhow::Result<Identities> {
     } else {
         None
     };
-    Ok(Identities::new(crate::kernel::preflight::cgroup2_root().ok(), cluster))
+    Ok(Identities::new(
+        crate::kernel::preflight::cgroup2_root().ok(),
+        cluster,
+    ))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -524,14 +524,22 @@ mod tests {
     #[test]
     fn names_are_current_only_once_the_list_is_in_the_snapshot() {
         let fx = ApiFixture::start();
-        fx.list("/api/v1/pods", "5", vec![pod("web-a", "10.244.1.10", true, "5")]);
+        fx.list(
+            "/api/v1/pods",
+            "5",
+            vec![pod("web-a", "10.244.1.10", true, "5")],
+        );
         let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
         let deadline = Instant::now() + Duration::from_secs(10);
         while live.view().stale {
             assert!(Instant::now() < deadline, "never in sync");
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(names(&live.view()).len(), 1, "in sync means the list is in the snapshot");
+        assert_eq!(
+            names(&live.view()).len(),
+            1,
+            "in sync means the list is in the snapshot"
+        );
     }
 
     #[test]

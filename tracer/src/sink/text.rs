@@ -45,7 +45,8 @@ impl<W: Write> Sink for TextSink<W> {
                     writeln!(self.out, "{:<20} {}", "", c.explanation)?;
                 }
                 // Once per attempt while it is live (its first retransmit), and at its end.
-                if let (Some(verdict), Some(why)) = (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
+                if let (Some(verdict), Some(why)) =
+                    (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
                     && (c.is_final || c.syns == 2)
                 {
                     writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
@@ -56,7 +57,13 @@ impl<W: Write> Sink for TextSink<W> {
                 writeln!(
                     self.out,
                     "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
-                    "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
+                    "[ESTABLISHED]",
+                    h.dst,
+                    h.established,
+                    h.mean_syn_sent_ms,
+                    h.pid,
+                    h.comm,
+                    h.netns
                 )?;
                 match h.identity.summary() {
                     Some(names) => writeln!(self.out, "{:<20} {names}", ""),
@@ -155,7 +162,8 @@ mod tests {
     #[test]
     fn names_and_the_cluster_verdict_follow_the_flow_line() {
         let mut sink = TextSink::new(Vec::new());
-        sink.write(&Record::Connect(refused_by_worker())).expect("write");
+        sink.write(&Record::Connect(refused_by_worker()))
+            .expect("write");
         let text = String::from_utf8(sink.out).expect("utf8");
         let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
         assert_eq!(
@@ -176,6 +184,9 @@ mod tests {
         record.identity = Identity::default();
         let mut sink = TextSink::new(Vec::new());
         sink.write(&Record::Connect(record)).expect("write");
-        assert_eq!(String::from_utf8(sink.out).expect("utf8").lines().count(), 2);
+        assert_eq!(
+            String::from_utf8(sink.out).expect("utf8").lines().count(),
+            2
+        );
     }
 }

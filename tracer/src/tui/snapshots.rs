@@ -119,16 +119,28 @@ fn the_detail_names_the_pods_and_says_the_cluster_verdict() {
             c.identity.dst_namespace = Some("app".into());
             c.identity.dst_service = Some("app/webhooks".into());
             c.identity.cluster_verdict = Some("endpoint does not listen".into());
-            c.identity.cluster_explanation = Some("Refused by pod app/webhooks-worker-9d9667f58-hqrqt.".into());
+            c.identity.cluster_explanation =
+                Some("Refused by pod app/webhooks-worker-9d9667f58-hqrqt.".into());
         }
         s.apply(r);
     }
     s.act(Action::ToggleDetail);
     let t = render(&mut s, 200, 40);
-    let screen: String = t.backend().buffer().content().iter().map(ratatui::buffer::Cell::symbol).collect();
-    assert!(screen.contains("Who: to pod app/webhooks-worker-9d9667f58-hqrqt of Service app/webhooks"), "{screen}");
+    let screen: String = t
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(ratatui::buffer::Cell::symbol)
+        .collect();
     assert!(
-        screen.contains("Cluster: endpoint does not listen. Refused by pod app/webhooks-worker-9d9667f58-hqrqt."),
+        screen.contains("Who: to pod app/webhooks-worker-9d9667f58-hqrqt of Service app/webhooks"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(
+            "Cluster: endpoint does not listen. Refused by pod app/webhooks-worker-9d9667f58-hqrqt."
+        ),
         "{screen}"
     );
 }
