@@ -103,7 +103,7 @@ async fn trace(
         args.stats_interval,
         args.pipeline.stale_after,
     );
-    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts)?;
+    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts, args.pipeline.dns_slow)?;
     let mut pipeline = Pipeline {
         stages: Stages {
             flows: FlowTable::default(),
