@@ -115,6 +115,7 @@ impl Enricher {
             netns_cookie: a.netns_cookie,
             flow: format!("{:x}-{:x}", a.sock, a.start_ns),
             explanation: flow.verdict.explain(&shown_dst, a.syn_count, waited),
+            dns: dst.port() == 53 || dialed.is_some_and(|d| d.port() == 53),
         }
     }
 }

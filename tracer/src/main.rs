@@ -8,6 +8,7 @@
 //!
 //! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
 //! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
+//! `dns/` follows UDP DNS queries (unanswered, refused, slow, stuck sockets).
 //! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
 //! benchmark of the stages above (`cargo xtask bench`).
 mod bench_pipeline;
@@ -15,6 +16,7 @@ mod cli;
 mod clock;
 mod conntrack;
 mod decode;
+mod dns;
 mod enrich;
 mod filter;
 mod flows;

@@ -21,6 +21,10 @@
 //! are needed.
 
 #![forbid(unsafe_code)]
+#![allow(
+    dead_code,
+    reason = "a complete parser; the tracer uses the header and question part"
+)]
 #![deny(
     clippy::indexing_slicing,
     clippy::unwrap_used,

@@ -62,6 +62,43 @@ impl<W: Write> Sink for TextSink<W> {
                 "",
                 n.explanation
             ),
+            Record::Dns(d) => writeln!(
+                self.out,
+                "{:<20} dns {} {} id={} {} -> {}{} pid={} comm={} netns={}\n{:<20} {}",
+                format!("[DNS {}]", d.verdict.to_uppercase()),
+                d.name.as_deref().unwrap_or("?"),
+                d.qtype.as_deref().unwrap_or("?"),
+                d.id,
+                d.client,
+                d.server,
+                d.dialed
+                    .as_ref()
+                    .map_or_else(String::new, |s| format!(" (dialled {s})")),
+                d.pid,
+                d.comm,
+                d.netns,
+                "",
+                d.explanation
+            ),
+            Record::DnsHealthy(d) => writeln!(
+                self.out,
+                "{:<20} dns -> {} answered={} mean={:.1}ms netns={}",
+                "[DNS ANSWERED]", d.server, d.answered, d.mean_latency_ms, d.netns
+            ),
+            Record::DnsStuckSocket(d) => writeln!(
+                self.out,
+                "{:<20} dns socket {} -> {} lost={} since {} pid={} comm={} netns={}\n{:<20} {}",
+                "[DNS STUCK SOCKET]",
+                d.client,
+                d.server,
+                d.lost,
+                d.since,
+                d.pid,
+                d.comm,
+                d.netns,
+                "",
+                d.explanation
+            ),
             Record::Stats(s) => {
                 let lost = s.dropped.total();
                 if lost == 0 && !s.is_final {
