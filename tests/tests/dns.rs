@@ -166,3 +166,175 @@ fn dns_server_that_rejects_with_icmp_gives_refused() {
     let (_, seen, _) = tracer.stop();
     assert!(dns_records(&seen, "unanswered").is_empty(), "{seen:?}");
 }
+
+/// Writes an nginx config whose resolver is `resolver` and whose only location proxies to
+/// `web.test:8080` through a variable, so every request after `valid=1s` resolves again.
+fn nginx_conf(dir: &std::path::Path, resolver: Ipv4Addr, port: u16) -> std::path::PathBuf {
+    let d = dir.display();
+    let conf = format!(
+        "worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  resolver {resolver} valid=1s ipv6=off;
+  resolver_timeout 2s;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      set $backend_host {NAME};
+      proxy_pass http://$backend_host:8080;
+      proxy_connect_timeout 1s;
+    }}
+  }}
+}}
+"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).expect("write nginx.conf");
+    path
+}
+
+/// One HTTP request to nginx from inside `ns`; returns the status code curl printed.
+fn curl(ns: &Netns, port: u16) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "curl", "-s", "-m", "4", "-o"])
+        .args(["/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Points the client's DNS "Service" address at `backend` (kube-proxy style DNAT in `OUTPUT`).
+fn dns_service(ns: &Netns, vip: Ipv4Addr, backend: Ipv4Addr) {
+    ns.nft(&format!(
+        "table ip tb_dnssvc {{
+  chain out {{
+    type nat hook output priority -100; policy accept;
+  }}
+}}
+flush chain ip tb_dnssvc out
+add rule ip tb_dnssvc out ip daddr {vip} udp dport 53 dnat to {backend}
+"
+    ));
+}
+
+/// The incident: nginx's resolver socket keeps its conntrack entry to a DNS pod that died, while
+/// new sockets to the same Service address reach the live pod.
+#[test]
+fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
+    let bed = TwoHosts::new("dnsngx");
+    let dead = bed.server_ip;
+    let live = Ipv4Addr::new(
+        bed.server_ip.octets()[0],
+        bed.server_ip.octets()[1],
+        bed.server_ip.octets()[2],
+        3,
+    );
+    bed.server
+        .exec(&["ip", "addr", "add", &format!("{live}/24"), "dev", "eth0"]);
+    dnsmasq(&bed.server, &[dead, live], Ipv4Addr::LOCALHOST);
+    let vip = Ipv4Addr::new(10, 96, 0, 10);
+    bed.client
+        .exec(&["ip", "route", "add", "10.96.0.0/16", "dev", "eth0"]);
+    dns_service(&bed.client, vip, dead);
+
+    let dir = std::env::temp_dir().join(format!("tb-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("nginx dir");
+    let port = 8088;
+    let conf = nginx_conf(&dir, vip, port);
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-timeout", "1.5"]);
+    let conf_arg = conf.display().to_string();
+    let master = bed.client.spawn(&[
+        "nginx",
+        "-e",
+        &format!("{}/error.log", dir.display()),
+        "-c",
+        &conf_arg,
+        "-g",
+        "daemon off;",
+    ]);
+    // Up, and resolved once through the (still live) first server: its socket is connected and
+    // its conntrack entry points there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while curl(&bed.client, port) != "502" {
+        assert!(Instant::now() < deadline, "nginx did not start or resolve");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let workers = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", master.id()))
+        .expect("nginx children");
+    let worker: u64 = workers
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("an nginx worker");
+
+    // The DNS pod dies; the Service now points at the live one.
+    dns_service(&bed.client, vip, live);
+    bed.server.nft(&format!(
+        "table inet tb_dnsdead {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    ip daddr {dead} udp dport 53 drop
+  }}
+}}
+"
+    ));
+    let mut found = None;
+    for _ in 0..10 {
+        let _ = curl(&bed.client, port);
+        let out = dig(&bed.client, vip);
+        assert!(
+            out.contains("127.0.0.1"),
+            "a new socket reaches the live server:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(1100));
+        tracer.collect_for(Duration::from_millis(10));
+        found = tracer
+            .seen
+            .iter()
+            .find(|v| v["kind"] == "dns_stuck_socket")
+            .cloned();
+        if found.is_some() {
+            break;
+        }
+    }
+    let stuck = found.unwrap_or_else(|| {
+        tracer.expect("a dns_stuck_socket record", Duration::from_secs(5), |v| {
+            v["kind"] == "dns_stuck_socket"
+        })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(stuck["comm"], "nginx", "{stuck}");
+    assert_eq!(stuck["pid"].as_u64(), Some(worker), "the worker: {stuck}");
+    assert_eq!(stuck["server"], format!("{dead}:53").as_str(), "{stuck}");
+    assert_eq!(stuck["service"], format!("{vip}:53").as_str(), "{stuck}");
+    assert!(stuck["lost"].as_u64() >= Some(3), "{stuck}");
+    assert!(stuck["others_answered"].as_u64() >= Some(1), "{stuck}");
+
+    let (_, seen, stderr) = tracer.stop();
+    // The second client's queries (dig, new sockets) stay answered: counted, never unanswered.
+    assert!(
+        healthy_total(&seen, &format!("{vip}:53")) >= 3,
+        "{seen:?}\n{stderr}"
+    );
+    let unanswered = dns_records(&seen, "unanswered");
+    assert!(
+        unanswered.iter().all(|v| v["comm"] == "nginx"),
+        "only nginx's queries are lost: {unanswered:?}"
+    );
+    assert!(
+        unanswered
+            .iter()
+            .all(|v| v["server"] == format!("{dead}:53").as_str()
+                && v["dialed"] == format!("{vip}:53").as_str()),
+        "lost queries name the dead server and the Service: {unanswered:?}"
+    );
+}
