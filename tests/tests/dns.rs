@@ -18,6 +18,10 @@ const NAME: &str = "web.test";
 
 /// Starts dnsmasq in `ns` answering only `web.test` with `answer`, listening on `listen` only;
 /// returns once it answers.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Netns kills and reaps what it spawned when it drops"
+)]
 fn dnsmasq(ns: &Netns, listen: &[Ipv4Addr], answer: Ipv4Addr) {
     let mut args = vec![
         "dnsmasq".to_string(),
@@ -229,6 +233,10 @@ add rule ip tb_dnssvc out ip daddr {vip} udp dport 53 dnat to {backend}
 /// The incident: nginx's resolver socket keeps its conntrack entry to a DNS pod that died, while
 /// new sockets to the same Service address reach the live pod.
 #[test]
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Netns kills and reaps what it spawned when it drops"
+)]
 fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
     let bed = TwoHosts::new("dnsngx");
     let dead = bed.server_ip;
@@ -337,4 +345,20 @@ fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
                 && v["dialed"] == format!("{vip}:53").as_str()),
         "lost queries name the dead server and the Service: {unanswered:?}"
     );
+}
+
+#[test]
+fn dns_over_tcp_goes_through_the_tcp_verdicts_labelled_dns() {
+    let bed = TwoHosts::new("dnstcp");
+    bed.server
+        .nft(&tests::testbed::nft_reject_icmp_port_unreachable(53));
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    let to = std::net::SocketAddr::from((bed.server_ip, 53));
+    let result = tests::testbed::connect_from(&bed.client, "tcpdns", to, Duration::from_secs(3));
+    assert!(result.is_err(), "the connect is refused");
+    let record = tracer.expect("a connect record to port 53", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(record["dns"], true, "{record}");
+    assert_eq!(record["verdict"], "refused", "{record}");
 }

@@ -173,10 +173,10 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
             pending.question_len = len as u16;
         }
     }
-    if let Err(e) = PENDING_DNS.insert(&key, &pending, BPF_NOEXIST) {
-        if e == -E2BIG {
-            count(counter::DNS_PENDING_FULL);
-        }
+    if let Err(e) = PENDING_DNS.insert(&key, &pending, BPF_NOEXIST)
+        && e == -E2BIG
+    {
+        count(counter::DNS_PENDING_FULL);
     }
     Some(())
 }

@@ -543,7 +543,8 @@ fn read_name(msg: &[u8], start: usize, mut out: Option<&mut String>) -> Result<u
     clippy::expect_used,
     clippy::panic,
     clippy::arithmetic_side_effects,
-    clippy::cast_possible_truncation
+    clippy::cast_possible_truncation,
+    reason = "tests build packets by hand and may panic"
 )]
 mod tests {
     use super::*;
