@@ -362,3 +362,35 @@ fn dns_over_tcp_goes_through_the_tcp_verdicts_labelled_dns() {
     assert_eq!(record["dns"], true, "{record}");
     assert_eq!(record["verdict"], "refused", "{record}");
 }
+
+#[test]
+fn dns_slow_and_error_replies_are_sent_one_by_one_with_rcode_and_latency() {
+    let bed = TwoHosts::new("dnsrc");
+    dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));
+    // Every reply is "slow" past 1 µs: the known name comes back NOERROR but is sent.
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-slow", "0.000001"]);
+    let _ = dig(&bed.client, bed.server_ip);
+    let slow = tracer.expect("a slow dns record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns" && v["verdict"] == "slow"
+    });
+    assert_eq!(slow["name"], NAME, "{slow}");
+    assert_eq!(slow["rcode"], "NOERROR", "{slow}");
+    assert!(slow["latency_ms"].is_u64(), "{slow}");
+    // dnsmasq has no upstream: another name gets an error rcode.
+    let out = Command::new("ip")
+        .args(["netns", "exec", bed.client.name(), "dig"])
+        .arg(format!("@{}", bed.server_ip))
+        .args(["other.test", "AAAA", "+tries=1", "+time=1"])
+        .output()
+        .expect("run dig");
+    let error = tracer.expect("an error dns record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns" && v["verdict"] == "error"
+    });
+    assert_eq!(error["name"], "other.test", "{error}");
+    assert_eq!(error["qtype"], "AAAA", "{error}");
+    let rcode = error["rcode"].as_str().expect("rcode");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("status: {rcode}")),
+        "the rcode dig saw ({rcode}): {error}"
+    );
+}
