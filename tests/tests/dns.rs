@@ -394,3 +394,61 @@ fn dns_slow_and_error_replies_are_sent_one_by_one_with_rcode_and_latency() {
         "the rcode dig saw ({rcode}): {error}"
     );
 }
+
+/// kube-proxy style: the pod queries the DNS Service address, the node DNATs it to a DNS pod that
+/// drops queries. The record names the Service and, from the node's conntrack, the dead pod.
+#[test]
+fn dns_unanswered_query_to_a_service_names_the_backend_from_conntrack() {
+    let bed = tests::testbed::ServiceBed::new("dnssvc", 1);
+    let backend = bed.backend_ips[0];
+    dnsmasq(&bed.backends[0], &[backend], Ipv4Addr::new(10, 231, 77, 7));
+    let vip = bed.vip;
+    bed.node.nft(&format!(
+        "table ip tb_dnsnat {{
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr {vip} udp dport 53 dnat to {backend}:53
+  }}
+}}
+"
+    ));
+    // Answered through the Service first: the path works.
+    assert!(
+        dig(&bed.client, vip).contains("10.231.77.7"),
+        "dig through the Service"
+    );
+    bed.backends[0].nft(
+        "table inet tb_dnsdrop {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 53 drop
+  }
+}
+",
+    );
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--conntrack-netns",
+        bed.node.name(),
+        "--dns-timeout",
+        "1.5",
+    ]);
+    let _ = dig(&bed.client, vip);
+    let record = tracer.expect("an unanswered dns record", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered"
+    });
+    assert_eq!(record["server"], format!("{vip}:53").as_str(), "{record}");
+    assert_eq!(record["service"], format!("{vip}:53").as_str(), "{record}");
+    assert_eq!(
+        record["backend"],
+        format!("{backend}:53").as_str(),
+        "{record}"
+    );
+    assert_eq!(record["name"], NAME, "{record}");
+    let explanation = record["explanation"].as_str().expect("explanation");
+    assert!(
+        explanation.contains(&format!("{backend}:53 (Service {vip}:53)")),
+        "{record}"
+    );
+}

@@ -146,6 +146,13 @@ pub struct DnsRecord {
     /// What a connected socket was connected to (a Service address), when it differs from `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialed: Option<String>,
+    /// The Service address the query was meant for, when load balancing was seen: `dialed` (DNAT in
+    /// the sender's namespace), or `server` when conntrack DNAT'd it (kube-proxy on the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The DNS server the query was actually sent to, when `service` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     pub client: String,
     pub pid: u32,
     pub tid: u32,

@@ -28,6 +28,7 @@ use self::{
 };
 use crate::{
     clock::rfc3339,
+    conntrack::netlink::Direction,
     decode::{DecodeError, ip_from_kernel, read_record},
     enrich::Enricher,
     filter::DestinationFilter,
@@ -104,8 +105,10 @@ impl DnsTracker {
     ) -> Option<Record> {
         let server = query.server();
         let dialed = query.dialed();
+        let via = service_backend(query, enricher);
         let mut dests = vec![(server.ip(), server.port())];
         dests.extend(dialed.map(|d| (d.ip(), d.port())));
+        dests.extend(via.map(|(_, b)| (b.ip(), b.port())));
         if !filter.matches(&dests) {
             return None;
         }
@@ -130,8 +133,10 @@ impl DnsTracker {
                 (None, None, Some(waited_ns / 1_000_000))
             }
         };
-        let shown =
-            dialed.map_or_else(|| server.to_string(), |d| format!("{server} (Service {d})"));
+        let shown = via.map_or_else(
+            || server.to_string(),
+            |(service, backend)| format!("{backend} (Service {service})"),
+        );
         Some(Record::Dns(DnsRecord {
             time: rfc3339(enricher.clock.wall(at_ns)),
             verdict: outcome.verdict().into(),
@@ -142,6 +147,8 @@ impl DnsTracker {
             id: query.key.id,
             server: server.to_string(),
             dialed: dialed.map(|d| d.to_string()),
+            service: via.map(|(s, _)| s.to_string()),
+            backend: via.map(|(_, b)| b.to_string()),
             client: query.client().to_string(),
             pid: query.pending.pid,
             tid: query.pending.tid,
@@ -183,7 +190,8 @@ impl DnsTracker {
             } else {
                 self.stats.unanswered += 1;
                 let answered = maps.sock_answered.get(&query.key.socket_cookie, 0).ok();
-                if let Some(stuck) = self.stuck.lost(lost(&query), answered) {
+                let lost = lost(&query, service_backend(&query, enricher));
+                if let Some(stuck) = self.stuck.lost(lost, answered) {
                     records.extend(self.stuck_record(&stuck, enricher, filter));
                 }
             }
@@ -291,15 +299,31 @@ impl DnsTracker {
     }
 }
 
-fn lost(query: &Query) -> Lost {
+/// The Service and the server behind it, when load balancing was seen: the connected address
+/// versus the packet's destination (DNAT in the sender's namespace), else the node's conntrack entry
+/// of the query (kube-proxy DNAT after the packet left the sender's namespace).
+fn service_backend(query: &Query, enricher: &mut Enricher) -> Option<(SocketAddr, SocketAddr)> {
+    if let Some(dialed) = query.dialed() {
+        return Some((dialed, query.server()));
+    }
+    let original = Direction {
+        src: query.client(),
+        dst: query.server(),
+    };
+    let entry = enricher.conntrack.as_mut()?.get_udp(original).ok()??;
+    entry.backend().map(|backend| (query.server(), backend))
+}
+
+fn lost(query: &Query, via: Option<(SocketAddr, SocketAddr)>) -> Lost {
+    let (service, server) = via.unwrap_or((query.server(), query.server()));
     Lost {
         socket_cookie: query.key.socket_cookie,
         netns_cookie: query.key.netns_cookie,
         pid: query.pending.pid,
         comm: query.comm(),
         client: query.client(),
-        server: query.server(),
-        service: query.service(),
+        server,
+        service,
         sent_ns: query.pending.sent_ns,
     }
 }

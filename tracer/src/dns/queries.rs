@@ -67,11 +67,6 @@ impl Query {
         (!dialed.ip().is_unspecified() && dialed != self.server()).then_some(dialed)
     }
 
-    /// What other sockets' answers are compared with: the dialled Service, else the server.
-    pub fn service(&self) -> SocketAddr {
-        self.dialed().unwrap_or_else(|| self.server())
-    }
-
     pub fn comm(&self) -> String {
         comm_to_string(&self.pending.comm)
     }
@@ -242,6 +237,5 @@ mod tests {
         assert_eq!(q.dialed(), None, "connected straight to the server");
         q.pending.dialed_addr[..4].copy_from_slice(&[10, 96, 0, 10]);
         assert_eq!(q.dialed(), Some("10.96.0.10:53".parse().expect("addr")));
-        assert_eq!(q.service(), q.dialed().expect("dialed"));
     }
 }

@@ -12,7 +12,8 @@
 //!   `established`, `mean_syn_sent_ms`.
 //! - `dns`: a UDP DNS query that needs attention: `verdict` `unanswered` | `refused` | `error`
 //!   (`rcode`) | `slow`; `name`, `qtype` (null when the question did not parse), `id`, `server`,
-//!   `dialed`, `client`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`, `socket_cookie`,
+//!   `dialed`, `service` and `backend` (load balancing seen), `client`, `pid`, `tid`, `comm`,
+//!   `cgroup_id`, `netns`, `netns_cookie`, `socket_cookie`,
 //!   `latency_ms` (answered) or `waited_ms`, `explanation`.
 //! - `dns_healthy`: per server and namespace, fast NOERROR replies since the last such record:
 //!   `server`, `netns`, `netns_cookie`, `answered`, `mean_latency_ms`.
