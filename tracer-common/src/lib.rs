@@ -16,6 +16,10 @@ pub const EVENT_SYN_RETRANSMIT: u32 = 1;
 /// Ring-buffer record kind: a connect attempt that needs attention ended (`ConnectEvent`).
 pub const EVENT_CONNECT_END: u32 = 2;
 
+/// Ring-buffer record kind: a DNS reply that needs attention: an error rcode, or slower than the
+/// threshold (`DnsEvent`). Healthy replies are only counted (`DNS_HEALTHY`).
+pub const EVENT_DNS_REPLY: u32 = 3;
+
 /// `Attempt::flags`: a RST arrived while the socket was in `SYN_SENT`.
 pub const FLAG_RST_RECEIVED: u16 = 1;
 /// `Attempt::flags`: the socket left `SYN_SENT` for `ESTABLISHED` (or `SYN_RECV`, simultaneous open).
@@ -163,8 +167,18 @@ pub mod counter {
     pub const ATTEMPTS_MAP_FULL: u32 = 4;
     /// Destinations whose healthy counter could not be created (`HEALTHY` full).
     pub const HEALTHY_MAP_FULL: u32 = 6;
+    /// UDP DNS queries seen leaving a socket (port 53, after the netns filter).
+    pub const DNS_QUERIES: u32 = 8;
+    /// DNS replies answered fast with NOERROR: counted in `DNS_HEALTHY`, not sent.
+    pub const DNS_HEALTHY_REPLIES: u32 = 9;
+    /// DNS queries not followed because `PENDING_DNS` could not take them. Shown as dropped.
+    pub const DNS_PENDING_FULL: u32 = 10;
+    /// DNS records lost because the ring buffer was full. Shown as dropped.
+    pub const DNS_RINGBUF_FULL: u32 = 11;
+    /// Servers whose healthy DNS counter could not be created.
+    pub const DNS_HEALTHY_MAP_FULL: u32 = 12;
     /// Number of counters; size of the array.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 16;
 }
 
 /// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
@@ -176,6 +190,135 @@ pub const MAX_DIALED: u32 = 16_384;
 pub const MAX_HEALTHY_DESTINATIONS: u32 = 16_384;
 /// Ring buffer size in bytes (power of two, multiple of the page size).
 pub const RING_BUFFER_BYTES: u32 = 1 << 22;
+
+/// Bytes of a DNS question (after the 12-byte header) copied for userspace to parse. Names of up
+/// to about 55 bytes fit; longer ones are counted as malformed by userspace.
+pub const DNS_QUESTION_BYTES: usize = 64;
+/// Capacity of `PENDING_DNS`: UDP DNS queries awaiting their reply, node-wide.
+pub const MAX_PENDING_DNS: u32 = 16_384;
+/// Capacity of `DNS_HEALTHY`: DNS servers (per network namespace) with healthy counts.
+pub const MAX_DNS_SERVERS: u32 = 4_096;
+/// Capacity of `DNS_SOCK_ERRORS`: sockets whose query was answered by an ICMP error.
+pub const MAX_DNS_SOCK_ERRORS: u32 = 4_096;
+
+/// Key of a query awaiting its reply: one socket in one namespace, one query id. The server is not
+/// in the key: the egress hook sees the destination after the sender's own DNAT (a Service address
+/// rewritten in `OUTPUT`), the ingress hook sees the reply's source after un-NAT.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DnsKey {
+    pub netns_cookie: u64,
+    /// `bpf_get_socket_cookie`, equal to the socket's `SO_COOKIE`.
+    pub socket_cookie: u64,
+    /// DNS transaction id.
+    pub id: u16,
+    pub _pad: [u8; 6],
+}
+const _: () = assert!(size_of::<DnsKey>() == 24);
+
+/// A query awaiting its reply (`PENDING_DNS`), written by the egress hook in the sender's context.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingDns {
+    /// `bpf_ktime_get_ns()` when the query left the socket.
+    pub sent_ns: u64,
+    pub cgroup_id: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; TASK_COMM_LEN],
+    /// Client address (IPv4 in the first 4 bytes).
+    pub client_addr: [u8; 16],
+    /// Server address as the packet leaves the socket's namespace (after its own DNAT).
+    pub server_addr: [u8; 16],
+    /// Remote address of a connected socket (what the application connected to, before DNAT in its
+    /// own namespace); zero for unconnected sockets.
+    pub dialed_addr: [u8; 16],
+    pub client_port: u16,
+    pub server_port: u16,
+    pub family: u16,
+    /// Valid bytes in `question`.
+    pub question_len: u16,
+    /// DNS header flags word (host order).
+    pub flags: u16,
+    pub _pad: [u8; 6],
+    /// The question section's first bytes, raw wire format.
+    pub question: [u8; DNS_QUESTION_BYTES],
+}
+const _: () = assert!(size_of::<PendingDns>() == 168);
+
+impl Default for PendingDns {
+    fn default() -> PendingDns {
+        PendingDns {
+            sent_ns: 0,
+            cgroup_id: 0,
+            pid: 0,
+            tid: 0,
+            comm: [0; TASK_COMM_LEN],
+            client_addr: [0; 16],
+            server_addr: [0; 16],
+            dialed_addr: [0; 16],
+            client_port: 0,
+            server_port: 0,
+            family: 0,
+            question_len: 0,
+            flags: 0,
+            _pad: [0; 6],
+            question: [0; DNS_QUESTION_BYTES],
+        }
+    }
+}
+
+/// A ring-buffer record about one DNS reply (`EVENT_DNS_REPLY`): slow, or an error rcode.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DnsEvent {
+    pub kind: u32,
+    /// RCODE of the reply (low 4 bits of the flags).
+    pub rcode: u8,
+    pub _pad: [u8; 3],
+    /// `bpf_ktime_get_ns()` when the reply reached the socket.
+    pub reply_ns: u64,
+    pub key: DnsKey,
+    /// Source of the reply as the socket sees it (the Service address after un-NAT).
+    pub reply_addr: [u8; 16],
+    pub reply_port: u16,
+    pub _pad2: [u8; 6],
+    pub query: PendingDns,
+}
+const _: () = assert!(size_of::<DnsEvent>() == 232);
+
+/// Healthy DNS replies from one server (as the reply's source) in one namespace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DnsHealthyStats {
+    pub answered: u64,
+    /// Sum of their latencies, for the mean.
+    pub latency_ns_total: u64,
+}
+const _: () = assert!(size_of::<DnsHealthyStats>() == 16);
+
+/// An error the kernel reported on a socket that is not a TCP connect attempt (`DNS_SOCK_ERRORS`):
+/// a UDP DNS socket told `ECONNREFUSED` by an ICMP port-unreachable.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockError {
+    pub at_ns: u64,
+    pub errno: i32,
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<SockError>() == 16);
+
+/// DNS settings written into the programs' read-only data before load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DnsConfig {
+    /// Replies slower than this are sent to userspace even when NOERROR.
+    pub slow_reply_ns: u64,
+    /// `struct sock_common.skc_cookie` (at offset 0 of `struct sock`), from BTF.
+    pub skc_cookie: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<DnsConfig>() == 16);
 
 /// Offsets of `struct sock` fields the kernel side reads through a raw tracepoint's `sk` pointer.
 /// They differ between kernel builds, so userspace reads them from the running kernel's BTF and
@@ -214,6 +357,12 @@ mod user {
     unsafe impl aya::Pod for super::HealthyKey {}
     unsafe impl aya::Pod for super::SockOffsets {}
     unsafe impl aya::Pod for super::KernelFilter {}
+    unsafe impl aya::Pod for super::DnsKey {}
+    unsafe impl aya::Pod for super::PendingDns {}
+    unsafe impl aya::Pod for super::DnsEvent {}
+    unsafe impl aya::Pod for super::DnsHealthyStats {}
+    unsafe impl aya::Pod for super::SockError {}
+    unsafe impl aya::Pod for super::DnsConfig {}
 }
 
 /// Tracepoint field offsets the kernel programs read, from the `format` files of kernel 6.18.

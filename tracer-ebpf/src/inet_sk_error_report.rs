@@ -9,15 +9,24 @@
 //!   `sk_err_soft` (written after this report), the application reads it through `SO_ERROR` (which
 //!   clears it) and closes. So the errno is read from the newest queued skb and kept on the attempt.
 //!
+//! A socket that is not a connect attempt with `sk_err == ECONNREFUSED` is remembered by socket
+//! cookie in `DNS_SOCK_ERRORS`: a connected UDP DNS socket whose query came back as ICMP
+//! port-unreachable (userspace reports the query `refused`).
+//!
 //! Raw, not the formatted tracepoint: the formatted one carries neither the socket pointer nor the
 //! queue. Argument 0 is `const struct sock *sk`; struct offsets come from the running kernel's BTF
 //! (`SOCK_OFFSETS`, written by userspace before load).
 use aya_ebpf::{
     helpers::bpf_probe_read_kernel, macros::raw_tracepoint, programs::RawTracePointContext,
 };
-use tracer_common::EVENT_CONNECT_END;
+use tracer_common::{EVENT_CONNECT_END, SockError};
 
-use crate::maps::{ATTEMPTS, emit, sock_offsets};
+use crate::{
+    maps::{ATTEMPTS, emit, now_ns, sock_offsets},
+    maps_dns::{DNS_SOCK_ERRORS, dns_config},
+};
+
+const ECONNREFUSED: i32 = 111;
 
 /// `sock_extended_err.ee_origin` values of errors that came from ICMP or `ICMPv6`.
 const SO_EE_ORIGIN_ICMP: u8 = 2;
@@ -29,6 +38,7 @@ const QUEUE_PREV: u64 = 8;
 pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     let sock: u64 = ctx.arg(0);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+        remember_refused_socket(sock);
         return 0;
     };
     // SAFETY: map value pointer from a successful lookup, used before the remove below.
@@ -56,4 +66,24 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
 fn read<T: Default>(address: u64) -> T {
     // SAFETY: bpf_probe_read_kernel tolerates any address and fails cleanly; 0 then.
     unsafe { bpf_probe_read_kernel(address as *const T) }.unwrap_or_default()
+}
+
+/// `ECONNREFUSED` on a socket that is not a connect attempt: kept by socket cookie for the DNS side.
+fn remember_refused_socket(sock: u64) {
+    let error: i32 = read(sock + u64::from(sock_offsets().sk_err));
+    if error != ECONNREFUSED {
+        return;
+    }
+    // `struct sock` starts with `struct sock_common`; the cookie is 0 until someone asked for it
+    // (the DNS egress hook does, for every query).
+    let cookie: u64 = read(sock + u64::from(dns_config().skc_cookie));
+    if cookie == 0 {
+        return;
+    }
+    let value = SockError {
+        at_ns: now_ns(),
+        errno: error,
+        _pad: 0,
+    };
+    let _ = DNS_SOCK_ERRORS.insert(&cookie, &value, 0);
 }

@@ -13,6 +13,9 @@
 //!   ICMP handled inside the syscall, no route, no free local port).
 //! - `tcp_destroy_sock.rs`: a socket freed with no error reported was abandoned by its application.
 //!
+//! UDP DNS: `cgroup_skb_dns.rs` pairs queries and replies on the cgroup v2 root (maps in
+//! `maps_dns.rs`); `inet_sk_error_report.rs` also remembers sockets refused by ICMP.
+//!
 //! Only tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node, and
 //! tracepoints are a stable ABI. Field offsets are those of the `format` files of kernel 6.18
 //! (`tracer_common::tracepoint`); userspace checks them against the running kernel before loading
@@ -29,9 +32,11 @@
 )]
 
 mod cgroup_connect;
+mod cgroup_skb_dns;
 mod inet_sk_error_report;
 mod inet_sock_set_state;
 mod maps;
+mod maps_dns;
 mod sys_exit_connect;
 mod tcp_destroy_sock;
 mod tcp_receive_reset;

@@ -65,6 +65,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
             ports: Vec::new(),
         },
         services: ServiceView::new(std::time::Duration::from_mins(1)),
+        dns: crate::dns::DnsTracker::new(std::time::Duration::from_secs(2), 3),
         events: 0,
         decode_errors: 0,
     };

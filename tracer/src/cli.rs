@@ -60,6 +60,18 @@ pub struct PipelineArgs {
     #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_attempts: u32,
+    /// A DNS query with no reply after this long is reported `unanswered` (`dns` records).
+    #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
+    pub dns_timeout: Duration,
+    /// DNS replies slower than this are reported one by one (`dns` record, verdict `slow`); faster
+    /// NOERROR replies are only counted (`dns_healthy`).
+    #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_seconds)]
+    pub dns_slow: Duration,
+    /// A socket whose last N queries to one server went unanswered, while other sockets' queries to
+    /// that server or Service were answered, is reported stuck (`dns_stuck_socket`).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub dns_stuck_after: u32,
     /// Stop tracing after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<Duration>,

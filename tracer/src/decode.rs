@@ -59,7 +59,7 @@ pub fn decode(bytes: &[u8]) -> Result<KernelEvent, DecodeError> {
     }
 }
 
-fn read_record<T: aya::Pod>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub fn read_record<T: aya::Pod>(bytes: &[u8]) -> Result<T, DecodeError> {
     let expected = size_of::<T>();
     if bytes.len() < expected {
         return Err(DecodeError::Truncated {

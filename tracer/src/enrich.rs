@@ -135,6 +135,7 @@ impl Enricher {
                 via.map(|v| v.service),
                 flow.verdict,
             ),
+            dns: dst.port() == 53 || dialed.is_some_and(|d| d.port() == 53),
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::{
     kernel::KernelSide,
     netns::{self, Netns, NetnsNames},
     pipeline::Stages,
-    record::{Dropped, HealthyRecord, Record, StatsRecord},
+    record::{DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
 
@@ -106,7 +106,7 @@ async fn trace(
         args.stats_interval,
         args.pipeline.stale_after,
     );
-    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts)?;
+    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts, args.pipeline.dns_slow)?;
     let mut pipeline = Pipeline {
         stages: Stages {
             flows: FlowTable::default(),
@@ -123,6 +123,10 @@ async fn trace(
                 ports: args.pipeline.port.clone(),
             },
             services: ServiceView::new(args.pipeline.service_window),
+            dns: crate::dns::DnsTracker::new(
+                args.pipeline.dns_timeout,
+                args.pipeline.dns_stuck_after,
+            ),
             events: 0,
             decode_errors: 0,
         },
@@ -178,6 +182,8 @@ async fn event_loop(
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
     stats_tick.tick().await;
+    let mut dns_tick = tokio::time::interval(crate::dns::TICK);
+    dns_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
@@ -191,8 +197,27 @@ async fn event_loop(
                 drain(kernel, pipeline, sink)?;
                 sink.flush()?;
             }
+            _ = dns_tick.tick() => {
+                let stages = &mut pipeline.stages;
+                let records = stages.dns.tick(
+                    &mut kernel.dns,
+                    monotonic_now_ns(),
+                    &mut stages.enricher,
+                    &stages.filter,
+                );
+                for record in &records {
+                    sink.write(record)?;
+                }
+                if !records.is_empty() {
+                    sink.flush()?;
+                }
+            }
             _ = stats_tick.tick() => {
                 pipeline.stages.flows.expire(monotonic_now_ns());
+                let stages = &mut pipeline.stages;
+                for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
+                    sink.write(&record)?;
+                }
                 for record in pipeline.healthy_records(kernel) {
                     sink.write(&record)?;
                 }
@@ -331,6 +356,14 @@ impl Pipeline {
                     .destroyed
                     .as_ref()
                     .map_or(0, |d| d.lost),
+                dns_pending_full: c.get(counter::DNS_PENDING_FULL),
+                dns_ring_buffer_full: c.get(counter::DNS_RINGBUF_FULL),
+                dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
+            },
+            dns: DnsStats {
+                queries: c.get(counter::DNS_QUERIES),
+                healthy: c.get(counter::DNS_HEALTHY_REPLIES),
+                ..self.stages.dns.stats.clone()
             },
             is_final,
         }

@@ -9,6 +9,7 @@
 //! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
 //! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
+//! `dns/` follows UDP DNS queries (unanswered, refused, slow, stuck sockets).
 //! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
 //! benchmark of the stages above (`cargo xtask bench`).
 mod bench_pipeline;
@@ -16,6 +17,7 @@ mod cli;
 mod clock;
 mod conntrack;
 mod decode;
+mod dns;
 mod enrich;
 mod filter;
 mod flows;

@@ -7,6 +7,7 @@ use std::{io, time::Instant};
 use crate::{
     conntrack::services::ServiceView,
     decode::decode,
+    dns::{DnsTracker, is_dns_record},
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
@@ -19,6 +20,7 @@ pub struct Stages {
     pub enricher: Enricher,
     pub filter: DestinationFilter,
     pub services: ServiceView,
+    pub dns: DnsTracker,
     /// Records received from the kernel.
     pub events: u64,
     pub decode_errors: u64,
@@ -28,6 +30,16 @@ impl Stages {
     /// One ring-buffer record: at most one connect record written to `sink`.
     pub fn process(&mut self, bytes: &[u8], sink: &mut dyn Sink) -> io::Result<()> {
         self.events += 1;
+        if is_dns_record(bytes) {
+            return match self.dns.reply(bytes, &mut self.enricher, &self.filter) {
+                Ok(Some(record)) => sink.write(&record),
+                Ok(None) => Ok(()),
+                Err(_) => {
+                    self.decode_errors += 1;
+                    Ok(())
+                }
+            };
+        }
         let Ok(event) = decode(bytes) else {
             self.decode_errors += 1;
             return Ok(());

@@ -13,6 +13,9 @@ pub enum Record {
     Service(ServiceRecord),
     StaleNat(StaleNatRecord),
     Stats(StatsRecord),
+    Dns(DnsRecord),
+    DnsHealthy(DnsHealthyRecord),
+    DnsStuckSocket(DnsStuckSocketRecord),
 }
 
 /// One line of output: the schema version, then the record.
@@ -64,6 +67,9 @@ pub struct ConnectRecord {
     /// Pod, Service and node names, the cluster-state verdict (all optional; see `identity/fields.rs`).
     #[serde(flatten)]
     pub identity: crate::identity::Identity,
+    /// A TCP connect to port 53: DNS over TCP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dns: bool,
 }
 
 /// Connects from one process to one destination answered on their first SYN, since the previous
@@ -131,6 +137,101 @@ pub struct Tuple {
     pub dst: String,
 }
 
+/// One UDP DNS query that needs attention: `slow` or `error` (answered), `unanswered`, `refused`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DnsRecord {
+    pub time: String,
+    pub verdict: String,
+    /// Question name, `None` when the question did not parse.
+    pub name: Option<String>,
+    /// Question type (`A`, `AAAA`, ...).
+    pub qtype: Option<String>,
+    pub id: u16,
+    /// `ip:port` the query was sent to (after DNAT in the sender's own namespace).
+    pub server: String,
+    /// What a connected socket was connected to (a Service address), when it differs from `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialed: Option<String>,
+    /// The Service address the query was meant for, when load balancing was seen: `dialed` (DNAT in
+    /// the sender's namespace), or `server` when conntrack DNAT'd it (kube-proxy on the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The DNS server the query was actually sent to, when `service` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    pub client: String,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+    pub netns: String,
+    pub netns_cookie: u64,
+    pub socket_cookie: u64,
+    /// RCODE name of the reply (`NOERROR`, `NXDOMAIN`, `SERVFAIL`, ...), answered queries only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcode: Option<String>,
+    /// Query to reply, answered queries only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// How long the query waited before it was reported, `unanswered` and `refused` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
+    pub explanation: String,
+}
+
+/// Fast NOERROR replies from one server in one namespace since the previous such record: counted
+/// in the kernel, never sent one by one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DnsHealthyRecord {
+    pub time: String,
+    /// The replies' source as the sockets saw it (a Service address after un-NAT).
+    pub server: String,
+    pub netns: String,
+    pub netns_cookie: u64,
+    pub answered: u64,
+    pub mean_latency_ms: f64,
+}
+
+/// One socket whose last queries to one server all went unanswered while other sockets' queries to
+/// the same server or Service were answered: the socket is glued to a dead server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DnsStuckSocketRecord {
+    pub time: String,
+    pub pid: u32,
+    pub comm: String,
+    pub netns: String,
+    pub netns_cookie: u64,
+    pub socket_cookie: u64,
+    pub client: String,
+    /// The server the socket's queries went to, which does not answer.
+    pub server: String,
+    /// The Service (connected address) other sockets reach, when it differs from `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// Time the first lost query of the run was sent.
+    pub since: String,
+    /// Queries lost in a row.
+    pub lost: u32,
+    /// Replies other sockets got from the server or Service since then.
+    pub others_answered: u64,
+    pub explanation: String,
+}
+
+/// DNS totals since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsStats {
+    /// UDP queries seen leaving sockets.
+    pub queries: u64,
+    /// Of those, answered fast with NOERROR (counted, not sent one by one).
+    pub healthy: u64,
+    pub slow_or_error: u64,
+    pub unanswered: u64,
+    pub refused: u64,
+    pub stuck_sockets: u64,
+    /// Queries whose question did not parse (reported without a name).
+    pub malformed: u64,
+}
+
 /// Tracer health: totals since start, and everything that was lost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsRecord {
@@ -144,6 +245,8 @@ pub struct StatsRecord {
     /// Attempts open right now (unanswered, no end yet).
     pub open_flows: u64,
     pub dropped: Dropped,
+    #[serde(default)]
+    pub dns: DnsStats,
     /// True on the last record, written at exit.
     #[serde(rename = "final")]
     pub is_final: bool,
@@ -165,6 +268,15 @@ pub struct Dropped {
     /// Conntrack destroy events lost (receive buffer full): some refused connects lack a backend.
     #[serde(default)]
     pub conntrack_events_lost: u64,
+    /// DNS queries not followed because the kernel's pending-query table was full.
+    #[serde(default)]
+    pub dns_pending_full: u64,
+    /// DNS reply records lost because the ring buffer was full.
+    #[serde(default)]
+    pub dns_ring_buffer_full: u64,
+    /// DNS servers whose healthy count could not be kept.
+    #[serde(default)]
+    pub dns_healthy_map_full: u64,
 }
 
 impl Dropped {
@@ -175,6 +287,9 @@ impl Dropped {
             + self.decode_errors
             + self.expired_flows
             + self.conntrack_events_lost
+            + self.dns_pending_full
+            + self.dns_ring_buffer_full
+            + self.dns_healthy_map_full
     }
 }
 

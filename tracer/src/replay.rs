@@ -84,6 +84,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Timed>, ReplayError> {
             Record::Service(s) => &s.time,
             Record::StaleNat(n) => &n.time,
             Record::Stats(s) => &s.time,
+            Record::Dns(d) => &d.time,
+            Record::DnsHealthy(d) => &d.time,
+            Record::DnsStuckSocket(d) => &d.time,
         };
         let at = humantime::parse_rfc3339_weak(time)
             .map_err(|e| malformed(format!("time {time:?} is not RFC 3339 ({e})")))?;

@@ -14,6 +14,7 @@ const LLVM_FEATURE: &str = "llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the integration tests and benchmarks drive: tmux for the TUI's terminal tests;
+/// the DNS tests run dnsmasq, dig and nginx;
 /// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool.
 const TEST_PACKAGES: &[&str] = &[
     "iproute2",
@@ -22,6 +23,9 @@ const TEST_PACKAGES: &[&str] = &[
     "conntrack",
     "bpftrace",
     "bpftool",
+    "dnsmasq-base",
+    "dnsutils",
+    "nginx-light",
 ];
 
 pub fn all() -> anyhow::Result<()> {

@@ -95,19 +95,37 @@ impl Conntrack {
 
     /// The TCP entry whose original direction is `original`, if conntrack has one.
     pub fn get(&mut self, original: Direction) -> Result<Option<Entry>, ConntrackError> {
+        self.get_proto(original, Protocol::Tcp)
+    }
+
+    /// The UDP entry whose original direction is `original` (a DNS query's), if any.
+    pub fn get_udp(&mut self, original: Direction) -> Result<Option<Entry>, ConntrackError> {
+        self.get_proto(original, Protocol::Udp)
+    }
+
+    fn get_proto(
+        &mut self,
+        original: Direction,
+        proto: Protocol,
+    ) -> Result<Option<Entry>, ConntrackError> {
         let tuple = ConntrackAttribute::CtaTupleOrig(vec![
             Tuple::Ip(vec![
                 IPTuple::SourceAddress(original.src.ip()),
                 IPTuple::DestinationAddress(original.dst.ip()),
             ]),
             Tuple::Proto(vec![
-                ProtoTuple::Protocol(Protocol::Tcp),
+                ProtoTuple::Protocol(proto),
                 ProtoTuple::SourcePort(original.src.port()),
                 ProtoTuple::DestinationPort(original.dst.port()),
             ]),
         ]);
         let family = family_of(original.dst.ip());
-        match self.request(family, ConntrackMessage::Get(vec![tuple]), NLM_F_REQUEST) {
+        match self.request(
+            family,
+            ConntrackMessage::Get(vec![tuple]),
+            NLM_F_REQUEST,
+            proto,
+        ) {
             Ok(mut entries) => Ok(entries.pop()),
             // ENOENT: no such entry (not NAT'd, or already gone).
             Err(ConntrackError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
@@ -121,6 +139,7 @@ impl Conntrack {
             NetfilterProtoFamily::Unspec,
             ConntrackMessage::Get(vec![]),
             NLM_F_REQUEST | NLM_F_DUMP,
+            Protocol::Tcp,
         )
     }
 
@@ -129,6 +148,7 @@ impl Conntrack {
         family: NetfilterProtoFamily,
         message: ConntrackMessage,
         flags: u16,
+        proto: Protocol,
     ) -> Result<Vec<Entry>, ConntrackError> {
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
@@ -150,7 +170,7 @@ impl Conntrack {
         let dump = flags & NLM_F_DUMP != 0;
         loop {
             let (bytes, _) = self.socket.recv_from_full()?;
-            let parsed = parse(&bytes)?;
+            let parsed = parse_proto(&bytes, proto)?;
             entries.extend(parsed.entries);
             if parsed.done || !dump {
                 return Ok(entries);
@@ -196,6 +216,11 @@ pub(super) struct Parsed {
 /// Entries of every conntrack message in `bytes` (`CT_NEW` from gets and dumps, `CT_DELETE` from
 /// destroy events); a netlink error becomes `Err`.
 pub(super) fn parse(bytes: &[u8]) -> Result<Parsed, ConntrackError> {
+    parse_proto(bytes, Protocol::Tcp)
+}
+
+/// `parse`, keeping the entries of `proto`.
+fn parse_proto(bytes: &[u8], proto: Protocol) -> Result<Parsed, ConntrackError> {
     let mut parsed = Parsed {
         entries: Vec::new(),
         done: false,
@@ -212,7 +237,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<Parsed, ConntrackError> {
                         ConntrackMessage::New(attributes) | ConntrackMessage::Delete(attributes),
                     ),
                 ..
-            }) => parsed.entries.extend(entry_from(&attributes)),
+            }) => parsed.entries.extend(entry_from_proto(&attributes, proto)),
             NetlinkPayload::Error(e) if e.code.is_some() => {
                 return Err(ConntrackError::Io(e.to_io()));
             }
@@ -270,8 +295,9 @@ fn direction_from(tuples: &[Tuple]) -> Option<(Direction, Option<Protocol>)> {
     ))
 }
 
-/// An entry from a `CT_NEW` message's attributes; None for non-TCP or incomplete entries.
-pub(super) fn entry_from(attributes: &[ConntrackAttribute]) -> Option<Entry> {
+/// An entry of `proto` from a `CT_NEW` message's attributes; None for other protocols or incomplete
+/// entries.
+fn entry_from_proto(attributes: &[ConntrackAttribute], proto: Protocol) -> Option<Entry> {
     let (mut original, mut reply, mut status, mut state, mut timeout, mut id) =
         (None, None, Status::empty(), None, 0, 0);
     for a in attributes {
@@ -306,8 +332,8 @@ pub(super) fn entry_from(attributes: &[ConntrackAttribute]) -> Option<Entry> {
             _ => {}
         }
     }
-    let (original, proto) = original?;
-    if proto != Some(Protocol::Tcp) {
+    let (original, found) = original?;
+    if found != Some(proto) {
         return None;
     }
     Some(Entry {

@@ -7,6 +7,7 @@
 pub mod btf;
 mod cgroup_link;
 pub mod counters;
+pub mod dns;
 pub mod preflight;
 
 use std::{fs::File, path::PathBuf};
@@ -30,6 +31,7 @@ pub struct KernelSide {
     pub ring: AsyncFd<RingBuf<MapData>>,
     pub counters: Counters,
     pub healthy: Healthy,
+    pub dns: dns::DnsMaps,
 }
 
 /// The compiled kernel programs, built by `build.rs`.
@@ -37,13 +39,19 @@ static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 
 impl KernelSide {
     /// Must run inside a tokio runtime (the ring buffer is registered with its reactor).
-    pub fn load(filter: KernelFilter, max_attempts: u32) -> anyhow::Result<KernelSide> {
+    pub fn load(
+        filter: KernelFilter,
+        max_attempts: u32,
+        dns_slow_reply: std::time::Duration,
+    ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let cgroup_root = preflight::check(&paths)?;
         let sock_offsets = sock_offsets(&paths.btf)?;
+        let dns_config = dns::config(&paths.btf, dns_slow_reply)?;
         let mut ebpf = EbpfLoader::new()
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
+            .override_global("DNS_CONFIG", &dns_config, true)
             .map_max_entries("ATTEMPTS", max_attempts)
             .load(PROGRAMS)
             .context("loading the eBPF object (maps and programs)")?;
@@ -86,6 +94,8 @@ impl KernelSide {
             .attach("inet_sk_error_report")
             .context("attaching raw tracepoint inet_sk_error_report")?;
 
+        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root)?;
+
         let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
         // open for as long as it is registered.
@@ -99,6 +109,7 @@ impl KernelSide {
             ring,
             counters,
             healthy,
+            dns,
         })
     }
 }

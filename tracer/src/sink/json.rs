@@ -22,9 +22,23 @@
 //! - `healthy`: per destination and process, connects answered on the first SYN since the last such
 //!   record: `verdict: "established"`, `dst`, `pid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`,
 //!   `established`, `mean_syn_sent_ms`, and the source and destination identity fields.
+//! - `dns`: a UDP DNS query that needs attention: `verdict` `unanswered` | `refused` | `error`
+//!   (`rcode`) | `slow`; `name`, `qtype` (null when the question did not parse), `id`, `server`,
+//!   `dialed`, `service` and `backend` (load balancing seen), `client`, `pid`, `tid`, `comm`,
+//!   `cgroup_id`, `netns`, `netns_cookie`, `socket_cookie`,
+//!   `latency_ms` (answered) or `waited_ms`, `explanation`.
+//! - `dns_healthy`: per server and namespace, fast NOERROR replies since the last such record:
+//!   `server`, `netns`, `netns_cookie`, `answered`, `mean_latency_ms`.
+//! - `dns_stuck_socket`: a socket whose last N queries to one server went unanswered while other
+//!   sockets got answers from it or its Service: `pid`, `comm`, `netns`, `netns_cookie`,
+//!   `socket_cookie`, `client`, `server`, `service`, `since`, `lost`, `others_answered`,
+//!   `explanation`.
+//! - `connect` records to port 53 carry `"dns": true` (DNS over TCP).
 //! - `stats`: totals and losses: `attempts`, `established_first_syn`, `events`, `open_flows`,
 //!   `dropped` {`ring_buffer_full`, `attempts_map_full`, `healthy_map_full`,
-//!   `decode_errors`, `expired_flows`}; written periodically and once at exit with `final: true`.
+//!   `decode_errors`, `expired_flows`, `dns_pending_full`, `dns_ring_buffer_full`,
+//!   `dns_healthy_map_full`}, `dns` {`queries`, `healthy`, `slow_or_error`, `unanswered`, `refused`,
+//!   `stuck_sockets`, `malformed`}; written periodically and once at exit with `final: true`.
 //!
 //! Example:
 //! ```text

@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 
 use super::Sink;
-use crate::record::Record;
+use crate::record::{ConnectRecord, DnsRecord, HealthyRecord, Record, StatsRecord};
 
 pub struct TextSink<W: Write> {
     out: W,
@@ -24,52 +24,8 @@ impl<W: Write> TextSink<W> {
 impl<W: Write> Sink for TextSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
         match record {
-            Record::Connect(c) => {
-                let tag = match &c.cause {
-                    Some(cause) => format!("[{} {cause}]", c.verdict.to_uppercase()),
-                    None => format!("[{}]", c.verdict.to_uppercase()),
-                };
-                let dst = c.dialed.as_ref().map_or_else(
-                    || c.dst.clone(),
-                    |dialed| format!("{dialed} backend={}", c.dst),
-                );
-                writeln!(
-                    self.out,
-                    "{tag:<20} tcp {} -> {dst} syns={} {}ms pid={} comm={} netns={}",
-                    c.src, c.syns, c.syn_sent_ms, c.pid, c.comm, c.netns
-                )?;
-                if let Some(names) = c.identity.summary() {
-                    writeln!(self.out, "{:<20} {names}", "")?;
-                }
-                if c.is_final {
-                    writeln!(self.out, "{:<20} {}", "", c.explanation)?;
-                }
-                // Once per attempt while it is live (its first retransmit), and at its end.
-                if let (Some(verdict), Some(why)) =
-                    (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
-                    && (c.is_final || c.syns == 2)
-                {
-                    writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
-                }
-                Ok(())
-            }
-            Record::Healthy(h) => {
-                writeln!(
-                    self.out,
-                    "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
-                    "[ESTABLISHED]",
-                    h.dst,
-                    h.established,
-                    h.mean_syn_sent_ms,
-                    h.pid,
-                    h.comm,
-                    h.netns
-                )?;
-                match h.identity.summary() {
-                    Some(names) => writeln!(self.out, "{:<20} {names}", ""),
-                    None => Ok(()),
-                }
-            }
+            Record::Connect(c) => self.connect(c),
+            Record::Healthy(h) => self.healthy(h),
             Record::Service(s) => writeln!(
                 self.out,
                 "{:<20} {} (last {}s, {} of {} failing)",
@@ -87,22 +43,27 @@ impl<W: Write> Sink for TextSink<W> {
                 "",
                 n.explanation
             ),
-            Record::Stats(s) => {
-                let lost = s.dropped.total();
-                if lost == 0 && !s.is_final {
-                    return Ok(());
-                }
-                writeln!(
-                    self.out,
-                    "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
-                    "[STATS]",
-                    s.attempts,
-                    s.established_first_syn,
-                    s.events,
-                    s.open_flows,
-                    s.dropped
-                )
-            }
+            Record::Dns(d) => self.dns(d),
+            Record::DnsHealthy(d) => writeln!(
+                self.out,
+                "{:<20} dns -> {} answered={} mean={:.1}ms netns={}",
+                "[DNS ANSWERED]", d.server, d.answered, d.mean_latency_ms, d.netns
+            ),
+            Record::DnsStuckSocket(d) => writeln!(
+                self.out,
+                "{:<20} dns socket {} -> {} lost={} since {} pid={} comm={} netns={}\n{:<20} {}",
+                "[DNS STUCK SOCKET]",
+                d.client,
+                d.server,
+                d.lost,
+                d.since,
+                d.pid,
+                d.comm,
+                d.netns,
+                "",
+                d.explanation
+            ),
+            Record::Stats(s) => self.stats(s),
         }
     }
 
@@ -111,10 +72,88 @@ impl<W: Write> Sink for TextSink<W> {
     }
 }
 
+impl<W: Write> TextSink<W> {
+    fn connect(&mut self, c: &ConnectRecord) -> io::Result<()> {
+        let tag = match &c.cause {
+            Some(cause) => format!("[{} {cause}]", c.verdict.to_uppercase()),
+            None => format!("[{}]", c.verdict.to_uppercase()),
+        };
+        // The Service the app meant, then where the SYN actually went.
+        let dst = match (&c.service, &c.backend) {
+            (Some(service), Some(backend)) => format!("{service} backend={backend}"),
+            _ => c.dst.clone(),
+        };
+        writeln!(
+            self.out,
+            "{tag:<20} tcp {} -> {dst} syns={} {}ms pid={} comm={} netns={}",
+            c.src, c.syns, c.syn_sent_ms, c.pid, c.comm, c.netns
+        )?;
+        if let Some(names) = c.identity.summary() {
+            writeln!(self.out, "{:<20} {names}", "")?;
+        }
+        if c.is_final {
+            writeln!(self.out, "{:<20} {}", "", c.explanation)?;
+        }
+        // Once per attempt while it is live (its first retransmit), and at its end.
+        if let (Some(verdict), Some(why)) =
+            (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
+            && (c.is_final || c.syns == 2)
+        {
+            writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
+        }
+        Ok(())
+    }
+
+    fn healthy(&mut self, h: &HealthyRecord) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "{:<20} tcp -> {} established={} mean={:.1}ms pid={} comm={} netns={}",
+            "[ESTABLISHED]", h.dst, h.established, h.mean_syn_sent_ms, h.pid, h.comm, h.netns
+        )?;
+        match h.identity.summary() {
+            Some(names) => writeln!(self.out, "{:<20} {names}", ""),
+            None => Ok(()),
+        }
+    }
+
+    fn dns(&mut self, d: &DnsRecord) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "{:<20} dns {} {} id={} {} -> {}{} pid={} comm={} netns={}\n{:<20} {}",
+            format!("[DNS {}]", d.verdict.to_uppercase()),
+            d.name.as_deref().unwrap_or("?"),
+            d.qtype.as_deref().unwrap_or("?"),
+            d.id,
+            d.client,
+            d.server,
+            d.dialed
+                .as_ref()
+                .map_or_else(String::new, |s| format!(" (dialled {s})")),
+            d.pid,
+            d.comm,
+            d.netns,
+            "",
+            d.explanation
+        )
+    }
+
+    fn stats(&mut self, s: &StatsRecord) -> io::Result<()> {
+        let lost = s.dropped.total();
+        if lost == 0 && !s.is_final {
+            return Ok(());
+        }
+        writeln!(
+            self.out,
+            "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
+            "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{identity::Identity, record::ConnectRecord};
+    use crate::identity::Identity;
 
     pub fn refused_by_worker() -> ConnectRecord {
         ConnectRecord {
@@ -127,6 +166,7 @@ mod tests {
             dialed: None,
             service: None,
             backend: None,
+            dns: false,
             syns: 1,
             syn_sent_ms: 0,
             errno: Some("ECONNREFUSED".into()),

@@ -249,7 +249,11 @@ impl Model {
             Record::Stats(s) => self.apply_stats(s),
             // The Services view aggregates connect records itself; the conntrack-based per-Service
             // records and stale NAT entries are for JSON consumers for now.
-            Record::Service(_) | Record::StaleNat(_) => {}
+            Record::Service(_)
+            | Record::StaleNat(_)
+            | Record::Dns(_)
+            | Record::DnsHealthy(_)
+            | Record::DnsStuckSocket(_) => {}
         }
     }
 
@@ -940,6 +944,7 @@ mod tests {
             flow: flow.into(),
             explanation: format!("{verdict} to {dst}"),
             identity: crate::identity::Identity::default(),
+            dns: false,
         })
     }
 

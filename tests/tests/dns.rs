@@ -1,0 +1,454 @@
+//! UDP DNS verdicts against a real dnsmasq in a namespace: answered queries are counted (never sent
+//! one by one), a dropping server gives `unanswered`, an ICMP-rejecting one `refused`, and a real
+//! nginx whose resolver socket is glued to a dead server gives `dns_stuck_socket`.
+use std::{
+    net::Ipv4Addr,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tests::{
+    testbed::{Netns, TwoHosts},
+    tracer::Tracer,
+};
+
+/// The one name the test server knows, and its address.
+const NAME: &str = "web.test";
+
+/// Starts dnsmasq in `ns` answering only `web.test` with `answer`, listening on `listen` only;
+/// returns once it answers.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Netns kills and reaps what it spawned when it drops"
+)]
+fn dnsmasq(ns: &Netns, listen: &[Ipv4Addr], answer: Ipv4Addr) {
+    let mut args = vec![
+        "dnsmasq".to_string(),
+        "--no-daemon".into(),
+        "--conf-file=/dev/null".into(),
+        "--no-resolv".into(),
+        "--no-hosts".into(),
+        "--bind-interfaces".into(),
+        "--user=root".into(),
+        "--pid-file".into(),
+        format!("--address=/{NAME}/{answer}"),
+    ];
+    for ip in listen {
+        args.push(format!("--listen-address={ip}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ns.spawn(&args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let ok = listen.iter().all(|ip| {
+            ns.exec_ok(&[
+                "dig",
+                &format!("@{ip}"),
+                NAME,
+                "A",
+                "+short",
+                "+tries=1",
+                "+time=1",
+            ])
+        });
+        if ok {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("dnsmasq did not answer on {listen:?} within 10 s");
+}
+
+/// `dig @server web.test A` from `ns`, one try; returns its stdout.
+fn dig(ns: &Netns, server: Ipv4Addr) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "dig"])
+        .arg(format!("@{server}"))
+        .args([NAME, "A", "+tries=1", "+time=1"])
+        .output()
+        .expect("run dig");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn dns_records<'a>(seen: &'a [Value], verdict: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|v| v["kind"] == "dns" && v["verdict"] == verdict)
+        .collect()
+}
+
+fn healthy_total(seen: &[Value], server: &str) -> u64 {
+    seen.iter()
+        .filter(|v| v["kind"] == "dns_healthy" && v["server"] == server)
+        .map(|v| v["answered"].as_u64().expect("answered"))
+        .sum()
+}
+
+#[test]
+fn dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one() {
+    let bed = TwoHosts::new("dnsok");
+    let answer = Ipv4Addr::new(10, 231, 77, 7);
+    dnsmasq(&bed.server, &[bed.server_ip], answer);
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    for _ in 0..3 {
+        let out = dig(&bed.client, bed.server_ip);
+        assert!(out.contains(&answer.to_string()), "dig answered:\n{out}");
+    }
+    let server = format!("{}:53", bed.server_ip);
+    tracer.expect("a dns_healthy record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns_healthy" && v["server"] == server.as_str()
+    });
+    let (_, seen, stderr) = tracer.stop();
+    assert_eq!(healthy_total(&seen, &server), 3, "{seen:?}\n{stderr}");
+    assert!(
+        seen.iter().all(|v| v["kind"] != "dns"),
+        "healthy queries are not sent one by one: {seen:?}"
+    );
+    let stats = seen.last().expect("final stats");
+    assert_eq!(stats["kind"], "stats");
+    assert!(stats["dns"]["queries"].as_u64() >= Some(3), "{stats}");
+    assert!(stats["dns"]["healthy"].as_u64() >= Some(3), "{stats}");
+}
+
+#[test]
+fn dns_server_that_drops_queries_gives_unanswered_with_name_and_type() {
+    let bed = TwoHosts::new("dnsdrop");
+    dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));
+    bed.server.nft(
+        "table inet tb_dnsdrop {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 53 drop
+  }
+}
+",
+    );
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-timeout", "1.5"]);
+    let _ = dig(&bed.client, bed.server_ip);
+    let server = format!("{}:53", bed.server_ip);
+    let record = tracer.expect("an unanswered dns record", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered"
+    });
+    assert_eq!(record["name"], NAME, "{record}");
+    assert_eq!(record["qtype"], "A", "{record}");
+    assert_eq!(record["server"], server.as_str(), "{record}");
+    // dig sends from a worker thread: the comm is that thread's (`isc-net-0000`).
+    let comm = record["comm"].as_str().expect("comm");
+    assert!(comm == "dig" || comm.starts_with("isc-"), "{record}");
+    assert!(record["pid"].as_u64() > Some(0), "{record}");
+    assert!(record["waited_ms"].as_u64() >= Some(1500), "{record}");
+    assert!(record["socket_cookie"].as_u64() > Some(0), "{record}");
+    let (_, seen, _) = tracer.stop();
+    assert!(dns_records(&seen, "refused").is_empty(), "{seen:?}");
+}
+
+#[test]
+fn dns_server_that_rejects_with_icmp_gives_refused() {
+    let bed = TwoHosts::new("dnsrej");
+    dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));
+    bed.server.nft(
+        "table inet tb_dnsreject {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    meta nfproto ipv4 udp dport 53 reject with icmp type port-unreachable
+  }
+}
+",
+    );
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    let out = dig(&bed.client, bed.server_ip);
+    let record = tracer.expect("a refused dns record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns" && v["verdict"] == "refused"
+    });
+    assert_eq!(record["name"], NAME, "{record} (dig said:\n{out})");
+    assert_eq!(record["qtype"], "A", "{record}");
+    assert_eq!(
+        record["server"],
+        format!("{}:53", bed.server_ip).as_str(),
+        "{record}"
+    );
+    let (_, seen, _) = tracer.stop();
+    assert!(dns_records(&seen, "unanswered").is_empty(), "{seen:?}");
+}
+
+/// Writes an nginx config whose resolver is `resolver` and whose only location proxies to
+/// `web.test:8080` through a variable, so every request after `valid=1s` resolves again.
+fn nginx_conf(dir: &std::path::Path, resolver: Ipv4Addr, port: u16) -> std::path::PathBuf {
+    let d = dir.display();
+    let conf = format!(
+        "worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  resolver {resolver} valid=1s ipv6=off;
+  resolver_timeout 2s;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      set $backend_host {NAME};
+      proxy_pass http://$backend_host:8080;
+      proxy_connect_timeout 1s;
+    }}
+  }}
+}}
+"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).expect("write nginx.conf");
+    path
+}
+
+/// One HTTP request to nginx from inside `ns`; returns the status code curl printed.
+fn curl(ns: &Netns, port: u16) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns.name(), "curl", "-s", "-m", "4", "-o"])
+        .args(["/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Points the client's DNS "Service" address at `backend` (kube-proxy style DNAT in `OUTPUT`).
+fn dns_service(ns: &Netns, vip: Ipv4Addr, backend: Ipv4Addr) {
+    ns.nft(&format!(
+        "table ip tb_dnssvc {{
+  chain out {{
+    type nat hook output priority -100; policy accept;
+  }}
+}}
+flush chain ip tb_dnssvc out
+add rule ip tb_dnssvc out ip daddr {vip} udp dport 53 dnat to {backend}
+"
+    ));
+}
+
+/// The incident: nginx's resolver socket keeps its conntrack entry to a DNS pod that died, while
+/// new sockets to the same Service address reach the live pod.
+#[test]
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Netns kills and reaps what it spawned when it drops"
+)]
+fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
+    let bed = TwoHosts::new("dnsngx");
+    let dead = bed.server_ip;
+    let live = Ipv4Addr::new(
+        bed.server_ip.octets()[0],
+        bed.server_ip.octets()[1],
+        bed.server_ip.octets()[2],
+        3,
+    );
+    bed.server
+        .exec(&["ip", "addr", "add", &format!("{live}/24"), "dev", "eth0"]);
+    dnsmasq(&bed.server, &[dead, live], Ipv4Addr::LOCALHOST);
+    let vip = Ipv4Addr::new(10, 96, 0, 10);
+    bed.client
+        .exec(&["ip", "route", "add", "10.96.0.0/16", "dev", "eth0"]);
+    dns_service(&bed.client, vip, dead);
+
+    let dir = std::env::temp_dir().join(format!("tb-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("nginx dir");
+    let port = 8088;
+    let conf = nginx_conf(&dir, vip, port);
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-timeout", "1.5"]);
+    let conf_arg = conf.display().to_string();
+    let master = bed.client.spawn(&[
+        "nginx",
+        "-e",
+        &format!("{}/error.log", dir.display()),
+        "-c",
+        &conf_arg,
+        "-g",
+        "daemon off;",
+    ]);
+    // Up, and resolved once through the (still live) first server: its socket is connected and
+    // its conntrack entry points there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while curl(&bed.client, port) != "502" {
+        assert!(Instant::now() < deadline, "nginx did not start or resolve");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let workers = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", master.id()))
+        .expect("nginx children");
+    let worker: u64 = workers
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("an nginx worker");
+
+    // The DNS pod dies; the Service now points at the live one.
+    dns_service(&bed.client, vip, live);
+    bed.server.nft(&format!(
+        "table inet tb_dnsdead {{
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    ip daddr {dead} udp dport 53 drop
+  }}
+}}
+"
+    ));
+    let mut found = None;
+    for _ in 0..10 {
+        let _ = curl(&bed.client, port);
+        let out = dig(&bed.client, vip);
+        assert!(
+            out.contains("127.0.0.1"),
+            "a new socket reaches the live server:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(1100));
+        tracer.collect_for(Duration::from_millis(10));
+        found = tracer
+            .seen
+            .iter()
+            .find(|v| v["kind"] == "dns_stuck_socket")
+            .cloned();
+        if found.is_some() {
+            break;
+        }
+    }
+    let stuck = found.unwrap_or_else(|| {
+        tracer.expect("a dns_stuck_socket record", Duration::from_secs(5), |v| {
+            v["kind"] == "dns_stuck_socket"
+        })
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(stuck["comm"], "nginx", "{stuck}");
+    assert_eq!(stuck["pid"].as_u64(), Some(worker), "the worker: {stuck}");
+    assert_eq!(stuck["server"], format!("{dead}:53").as_str(), "{stuck}");
+    assert_eq!(stuck["service"], format!("{vip}:53").as_str(), "{stuck}");
+    assert!(stuck["lost"].as_u64() >= Some(3), "{stuck}");
+    assert!(stuck["others_answered"].as_u64() >= Some(1), "{stuck}");
+
+    let (_, seen, stderr) = tracer.stop();
+    // The second client's queries (dig, new sockets) stay answered: counted, never unanswered.
+    assert!(
+        healthy_total(&seen, &format!("{vip}:53")) >= 3,
+        "{seen:?}\n{stderr}"
+    );
+    let unanswered = dns_records(&seen, "unanswered");
+    assert!(
+        unanswered.iter().all(|v| v["comm"] == "nginx"),
+        "only nginx's queries are lost: {unanswered:?}"
+    );
+    assert!(
+        unanswered
+            .iter()
+            .all(|v| v["server"] == format!("{dead}:53").as_str()
+                && v["dialed"] == format!("{vip}:53").as_str()),
+        "lost queries name the dead server and the Service: {unanswered:?}"
+    );
+}
+
+#[test]
+fn dns_over_tcp_goes_through_the_tcp_verdicts_labelled_dns() {
+    let bed = TwoHosts::new("dnstcp");
+    bed.server
+        .nft(&tests::testbed::nft_reject_icmp_port_unreachable(53));
+    let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
+    let to = std::net::SocketAddr::from((bed.server_ip, 53));
+    let result = tests::testbed::connect_from(&bed.client, "tcpdns", to, Duration::from_secs(3));
+    assert!(result.is_err(), "the connect is refused");
+    let record = tracer.expect("a connect record to port 53", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(record["dns"], true, "{record}");
+    assert_eq!(record["verdict"], "refused", "{record}");
+}
+
+#[test]
+fn dns_slow_and_error_replies_are_sent_one_by_one_with_rcode_and_latency() {
+    let bed = TwoHosts::new("dnsrc");
+    dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));
+    // Every reply is "slow" past 1 µs: the known name comes back NOERROR but is sent.
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-slow", "0.000001"]);
+    let _ = dig(&bed.client, bed.server_ip);
+    let slow = tracer.expect("a slow dns record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns" && v["verdict"] == "slow"
+    });
+    assert_eq!(slow["name"], NAME, "{slow}");
+    assert_eq!(slow["rcode"], "NOERROR", "{slow}");
+    assert!(slow["latency_ms"].is_u64(), "{slow}");
+    // dnsmasq has no upstream: another name gets an error rcode.
+    let out = Command::new("ip")
+        .args(["netns", "exec", bed.client.name(), "dig"])
+        .arg(format!("@{}", bed.server_ip))
+        .args(["other.test", "AAAA", "+tries=1", "+time=1"])
+        .output()
+        .expect("run dig");
+    let error = tracer.expect("an error dns record", Duration::from_secs(5), |v| {
+        v["kind"] == "dns" && v["verdict"] == "error"
+    });
+    assert_eq!(error["name"], "other.test", "{error}");
+    assert_eq!(error["qtype"], "AAAA", "{error}");
+    let rcode = error["rcode"].as_str().expect("rcode");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("status: {rcode}")),
+        "the rcode dig saw ({rcode}): {error}"
+    );
+}
+
+/// kube-proxy style: the pod queries the DNS Service address, the node DNATs it to a DNS pod that
+/// drops queries. The record names the Service and, from the node's conntrack, the dead pod.
+#[test]
+fn dns_unanswered_query_to_a_service_names_the_backend_from_conntrack() {
+    let bed = tests::testbed::ServiceBed::new("dnssvc", 1);
+    let backend = bed.backend_ips[0];
+    dnsmasq(&bed.backends[0], &[backend], Ipv4Addr::new(10, 231, 77, 7));
+    let vip = bed.vip;
+    bed.node.nft(&format!(
+        "table ip tb_dnsnat {{
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr {vip} udp dport 53 dnat to {backend}:53
+  }}
+}}
+"
+    ));
+    // Answered through the Service first: the path works.
+    assert!(
+        dig(&bed.client, vip).contains("10.231.77.7"),
+        "dig through the Service"
+    );
+    bed.backends[0].nft(
+        "table inet tb_dnsdrop {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 53 drop
+  }
+}
+",
+    );
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--conntrack-netns",
+        bed.node.name(),
+        "--dns-timeout",
+        "1.5",
+    ]);
+    let _ = dig(&bed.client, vip);
+    let record = tracer.expect("an unanswered dns record", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered"
+    });
+    assert_eq!(record["server"], format!("{vip}:53").as_str(), "{record}");
+    assert_eq!(record["service"], format!("{vip}:53").as_str(), "{record}");
+    assert_eq!(
+        record["backend"],
+        format!("{backend}:53").as_str(),
+        "{record}"
+    );
+    assert_eq!(record["name"], NAME, "{record}");
+    let explanation = record["explanation"].as_str().expect("explanation");
+    assert!(
+        explanation.contains(&format!("{backend}:53 (Service {vip}:53)")),
+        "{record}"
+    );
+}

@@ -1,0 +1,241 @@
+//! One UDP DNS query as the kernel kept it: its addresses, its question, and what became of it.
+//! Pure functions, so the expiry rules are unit-tested without a kernel.
+use std::net::{IpAddr, SocketAddr};
+
+use tracer_common::{DnsKey, PendingDns, SockError};
+
+use super::wire::{self, Question, WireError};
+use crate::decode::{comm_to_string, ip_from_kernel};
+
+/// What became of a query that needs attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered, but slower than the threshold or with an error rcode.
+    Reply {
+        rcode: u8,
+        latency_ns: u64,
+        from: SocketAddr,
+    },
+    /// No reply within the timeout.
+    Unanswered { waited_ns: u64 },
+    /// The socket was told `ECONNREFUSED` (an ICMP port-unreachable) after the query left.
+    Refused { waited_ns: u64, errno: i32 },
+}
+
+impl Outcome {
+    pub fn verdict(&self) -> &'static str {
+        match self {
+            Outcome::Reply { rcode: 0, .. } => "slow",
+            Outcome::Reply { .. } => "error",
+            Outcome::Unanswered { .. } => "unanswered",
+            Outcome::Refused { .. } => "refused",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Query {
+    pub key: DnsKey,
+    pub pending: PendingDns,
+}
+
+impl Query {
+    pub fn server(&self) -> SocketAddr {
+        addr(
+            self.pending.family,
+            self.pending.server_addr,
+            self.pending.server_port,
+        )
+    }
+
+    pub fn client(&self) -> SocketAddr {
+        addr(
+            self.pending.family,
+            self.pending.client_addr,
+            self.pending.client_port,
+        )
+    }
+
+    /// The address a connected socket was connected to, when it differs from the server the
+    /// packet went to (a Service address DNAT'd in the sender's namespace).
+    pub fn dialed(&self) -> Option<SocketAddr> {
+        let dialed = addr(
+            self.pending.family,
+            self.pending.dialed_addr,
+            self.pending.server_port,
+        );
+        (!dialed.ip().is_unspecified() && dialed != self.server()).then_some(dialed)
+    }
+
+    pub fn comm(&self) -> String {
+        comm_to_string(&self.pending.comm)
+    }
+
+    /// The first question, from the bytes the kernel copied after the header.
+    pub fn question(&self) -> Result<Question, WireError> {
+        let len = usize::from(self.pending.question_len).min(self.pending.question.len());
+        let mut message = Vec::with_capacity(wire::HEADER_LEN + len);
+        message.extend_from_slice(&self.key.id.to_be_bytes());
+        message.extend_from_slice(&self.pending.flags.to_be_bytes());
+        // QDCOUNT 1, no other sections: only the question is parsed.
+        message.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+        message.extend_from_slice(&self.pending.question[..len]);
+        wire::parse_message(&message)?
+            .question
+            .ok_or(WireError::Truncated {
+                needed: wire::HEADER_LEN + 1,
+                len: message.len(),
+            })
+    }
+}
+
+fn addr(family: u16, bytes: [u8; 16], port: u16) -> SocketAddr {
+    SocketAddr::new(
+        ip_from_kernel(family, bytes).unwrap_or(IpAddr::from([0u8; 4])),
+        port,
+    )
+}
+
+/// What to report about a pending query at `now_ns`, if anything yet: `refused` as soon as its
+/// socket was refused after the query left, `unanswered` once it waited `timeout_ns`.
+pub fn expiry(
+    pending: &PendingDns,
+    now_ns: u64,
+    timeout_ns: u64,
+    sock_error: Option<SockError>,
+) -> Option<Outcome> {
+    let waited_ns = now_ns.saturating_sub(pending.sent_ns);
+    if let Some(e) = sock_error.filter(|e| e.at_ns >= pending.sent_ns) {
+        return Some(Outcome::Refused {
+            waited_ns,
+            errno: e.errno,
+        });
+    }
+    (waited_ns >= timeout_ns).then_some(Outcome::Unanswered { waited_ns })
+}
+
+/// One sentence for the record.
+pub fn explanation(outcome: &Outcome, what: &str, server: SocketAddr) -> String {
+    match outcome {
+        Outcome::Reply {
+            rcode: 0,
+            latency_ns,
+            ..
+        } => format!(
+            "{server} answered {what} only after {} ms.",
+            latency_ns / 1_000_000
+        ),
+        Outcome::Reply {
+            rcode, latency_ns, ..
+        } => format!(
+            "{server} answered {what} with {} after {} ms.",
+            wire::rcode_name(*rcode),
+            latency_ns / 1_000_000
+        ),
+        Outcome::Unanswered { waited_ns } => format!(
+            "No reply from {server} to {what} after {} ms: the server is down, unreachable, or drops \
+             the query.",
+            waited_ns / 1_000_000
+        ),
+        Outcome::Refused { .. } => format!(
+            "{server} refused {what}: ICMP port unreachable, nothing listens on port {} there.",
+            server.port()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracer_common::AF_INET;
+
+    /// A query for `web.test A` sent at `sent_ns`, as the kernel copies it.
+    pub fn query(sent_ns: u64) -> Query {
+        let mut pending = PendingDns {
+            sent_ns,
+            family: AF_INET,
+            client_addr: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            server_addr: [10, 0, 0, 53, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            client_port: 40000,
+            server_port: 53,
+            flags: 0x0100,
+            ..PendingDns::default()
+        };
+        let question = b"\x03web\x04test\x00\x00\x01\x00\x01\x00\x00\x29\x04\xd0";
+        pending.question[..question.len()].copy_from_slice(question);
+        pending.question_len = question.len() as u16;
+        Query {
+            key: DnsKey {
+                id: 7,
+                ..DnsKey::default()
+            },
+            pending,
+        }
+    }
+
+    #[test]
+    fn parses_the_question_from_the_copied_bytes() {
+        let q = query(0).question().expect("question");
+        assert_eq!((q.name.as_str(), q.qtype), ("web.test", 1));
+    }
+
+    #[test]
+    fn malformed_or_cut_questions_are_errors_not_panics() {
+        let mut q = query(0);
+        for len in 0..14 {
+            q.pending.question_len = len;
+            assert!(q.question().is_err(), "{len} bytes must not parse");
+        }
+        q.pending.question_len = 200; // more than the array: clamped
+        assert!(q.question().is_ok());
+        q.pending.question[0] = 0xc0; // a compression pointer forward
+        q.pending.question[1] = 0x40;
+        assert!(q.question().is_err());
+    }
+
+    #[test]
+    fn a_pending_query_is_unanswered_only_after_the_timeout() {
+        let q = query(1_000);
+        assert_eq!(expiry(&q.pending, 1_000 + 1_999, 2_000, None), None);
+        assert_eq!(
+            expiry(&q.pending, 1_000 + 2_000, 2_000, None),
+            Some(Outcome::Unanswered { waited_ns: 2_000 })
+        );
+    }
+
+    #[test]
+    fn a_refused_socket_ends_its_queries_at_once_but_not_older_errors() {
+        let q = query(1_000);
+        let refused = SockError {
+            at_ns: 1_500,
+            errno: 111,
+            _pad: 0,
+        };
+        assert_eq!(
+            expiry(&q.pending, 1_600, 2_000, Some(refused)),
+            Some(Outcome::Refused {
+                waited_ns: 600,
+                errno: 111
+            })
+        );
+        let before = SockError {
+            at_ns: 900,
+            ..refused
+        };
+        assert_eq!(expiry(&q.pending, 1_600, 2_000, Some(before)), None);
+        assert_eq!(
+            expiry(&q.pending, 3_000, 2_000, Some(before)),
+            Some(Outcome::Unanswered { waited_ns: 2_000 })
+        );
+    }
+
+    #[test]
+    fn a_connected_service_address_is_named_when_dnat_changed_the_server() {
+        let mut q = query(0);
+        assert_eq!(q.dialed(), None);
+        q.pending.dialed_addr[..4].copy_from_slice(&[10, 0, 0, 53]);
+        assert_eq!(q.dialed(), None, "connected straight to the server");
+        q.pending.dialed_addr[..4].copy_from_slice(&[10, 96, 0, 10]);
+        assert_eq!(q.dialed(), Some("10.96.0.10:53".parse().expect("addr")));
+    }
+}

@@ -1,0 +1,65 @@
+//! The DNS side of the kernel programs, from userspace: the `cgroup_skb` hooks on the cgroup v2 root
+//! and the maps `dns/` reads (`PENDING_DNS`, `DNS_HEALTHY`, `DNS_SOCK_ERRORS`).
+use std::{fs::File, path::Path, time::Duration};
+
+use anyhow::{Context as _, anyhow};
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData, PerCpuHashMap},
+    programs::{CgroupAttachMode, CgroupSkb, CgroupSkbAttachType},
+};
+use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
+
+use super::{btf, load_error, take_map};
+
+/// The settings the DNS programs read: the slow-reply threshold and where `struct sock` keeps its
+/// cookie in the running kernel.
+pub fn config(btf_path: &Path, slow_reply: Duration) -> anyhow::Result<DnsConfig> {
+    let data = std::fs::read(btf_path)
+        .with_context(|| format!("reading kernel BTF {}", btf_path.display()))?;
+    // `__sk_common` is the first member of `struct sock`, so its members' offsets are the same in both.
+    let skc_cookie = btf::member_offset(&data, "sock_common", "skc_cookie")
+        .with_context(|| format!("kernel BTF {}", btf_path.display()))?;
+    Ok(DnsConfig {
+        slow_reply_ns: u64::try_from(slow_reply.as_nanos()).unwrap_or(u64::MAX),
+        skc_cookie,
+        _pad: 0,
+    })
+}
+
+pub struct DnsMaps {
+    pub pending: HashMap<MapData, DnsKey, PendingDns>,
+    pub healthy: PerCpuHashMap<MapData, Endpoint, DnsHealthyStats>,
+    pub sock_errors: HashMap<MapData, u64, SockError>,
+    pub sock_answered: HashMap<MapData, u64, u64>,
+}
+
+/// Loads and attaches the two `cgroup_skb` programs to the cgroup v2 root and takes the DNS maps.
+pub fn attach(ebpf: &mut Ebpf, cgroup: &File, cgroup_root: &Path) -> anyhow::Result<DnsMaps> {
+    for (name, direction) in [
+        ("dns_egress", CgroupSkbAttachType::Egress),
+        ("dns_ingress", CgroupSkbAttachType::Ingress),
+    ] {
+        let program: &mut CgroupSkb = ebpf
+            .program_mut(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+            .try_into()?;
+        program.load().map_err(|e| load_error(name, e))?;
+        // Multi mode coexists with other tools' programs on the root; some kernels refuse it there.
+        program
+            .attach(cgroup, direction, CgroupAttachMode::AllowMultiple)
+            .or_else(|_| program.attach(cgroup, direction, CgroupAttachMode::Single))
+            .with_context(|| {
+                format!(
+                    "attaching {name} to the cgroup v2 root {}",
+                    cgroup_root.display()
+                )
+            })?;
+    }
+    Ok(DnsMaps {
+        pending: HashMap::try_from(take_map(ebpf, "PENDING_DNS")?)?,
+        healthy: PerCpuHashMap::try_from(take_map(ebpf, "DNS_HEALTHY")?)?,
+        sock_errors: HashMap::try_from(take_map(ebpf, "DNS_SOCK_ERRORS")?)?,
+        sock_answered: HashMap::try_from(take_map(ebpf, "DNS_SOCK_ANSWERED")?)?,
+    })
+}
