@@ -452,3 +452,82 @@ fn dns_unanswered_query_to_a_service_names_the_backend_from_conntrack() {
         "{record}"
     );
 }
+
+/// kubectl-format cluster state where `dead` is still listed by kube-dns's EndpointSlice for a CoreDNS
+/// pod that no longer exists, while `live` is a current CoreDNS pod.
+fn kube_dns_snapshot(dead: Ipv4Addr, live: Ipv4Addr, tag: &str) -> std::path::PathBuf {
+    let coredns = |name: &str, ip: Ipv4Addr| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system", "uid": format!("uid-{name}"),
+                         "labels": {"k8s-app": "kube-dns"}},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "coredns", "image": "coredns:1",
+                     "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"}]}]},
+            "status": {"phase": "Running", "podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        })
+    };
+    let endpoint = |ip: Ipv4Addr, pod: &str| {
+        serde_json::json!({"addresses": [ip.to_string()], "conditions": {"ready": true},
+            "targetRef": {"kind": "Pod", "namespace": "kube-system", "name": pod, "uid": format!("uid-{pod}")}})
+    };
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        coredns("coredns-7db6d8ff4d-live1", live),
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+         "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "selector": {"k8s-app": "kube-dns"},
+                  "ports": [{"name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP"}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+         "metadata": {"name": "kube-dns-x2k9p", "namespace": "kube-system",
+                      "labels": {"kubernetes.io/service-name": "kube-dns"}},
+         "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}],
+         "endpoints": [endpoint(live, "coredns-7db6d8ff4d-live1"), endpoint(dead, "coredns-7db6d8ff4d-gone2")]}
+    ]});
+    let path =
+        std::env::temp_dir().join(format!("tracer-kube-dns-{}-{tag}.json", std::process::id()));
+    std::fs::write(&path, list.to_string()).expect("write the snapshot");
+    path
+}
+
+#[test]
+fn dns_unanswered_by_a_server_no_pod_has_is_dns_server_is_no_live_pod() {
+    let bed = TwoHosts::new("dnsgone");
+    bed.server.nft(
+        "table inet tb_dnsgone {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 53 drop
+  }
+}
+",
+    );
+    let live = Ipv4Addr::from(u32::from(bed.server_ip) + 20);
+    let state = kube_dns_snapshot(bed.server_ip, live, bed.client.name());
+    let state_arg = state.display().to_string();
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--dns-timeout",
+        "1.5",
+        "--cluster-state",
+        &state_arg,
+    ]);
+    let _ = dig(&bed.client, bed.server_ip);
+    let record = tracer.expect("an unanswered dns record", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered"
+    });
+    assert_eq!(
+        record["cluster_verdict"], "DNS server is no live pod",
+        "{record}"
+    );
+    let why = record["cluster_explanation"].as_str().expect("explanation");
+    assert!(
+        why.contains(&format!("No live pod has DNS server {}:53", bed.server_ip)),
+        "{why}"
+    );
+    assert!(
+        why.contains("kube-dns-x2k9p") && why.contains("coredns-7db6d8ff4d-gone2"),
+        "{why}"
+    );
+    let _ = std::fs::remove_file(state);
+}

@@ -177,6 +177,11 @@ pub struct DnsRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
     pub explanation: String,
+    /// `DNS server is no live pod` for an unanswered or refused query, when cluster state says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_verdict: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_explanation: Option<String>,
 }
 
 /// Fast NOERROR replies from one server in one namespace since the previous such record: counted

@@ -137,6 +137,13 @@ impl DnsTracker {
             || server.to_string(),
             |(service, backend)| format!("{backend} (Service {service})"),
         );
+        // Judged on where the query went: the backend when a load balancer chose one.
+        let cluster = match outcome {
+            Outcome::Reply { .. } => None,
+            Outcome::Unanswered { .. } | Outcome::Refused { .. } => enricher
+                .identities
+                .dns_server_verdict(via.map_or(server, |(_, backend)| backend)),
+        };
         Some(Record::Dns(DnsRecord {
             time: rfc3339(enricher.clock.wall(at_ns)),
             verdict: outcome.verdict().into(),
@@ -162,6 +169,8 @@ impl DnsTracker {
             waited_ms,
             explanation: queries::explanation(&outcome, &what, server)
                 .replace(&format!("{server} "), &format!("{shown} ")),
+            cluster_verdict: cluster.as_ref().map(|c| c.name.to_string()),
+            cluster_explanation: cluster.map(|c| c.explanation),
         }))
     }
 

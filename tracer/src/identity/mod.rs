@@ -97,11 +97,7 @@ impl Identities {
         id
     }
 
-    /// Hook for DNS records (a later issue): the verdict for unanswered queries to `server`.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "DNS records arrive in a later issue")
-    )]
+    /// The verdict for unanswered or refused DNS queries to `server`.
     pub fn dns_server_verdict(&self, server: SocketAddr) -> Option<ClusterVerdict> {
         verdicts::dns_server_is_no_live_pod(&self.view()?.state, server)
     }

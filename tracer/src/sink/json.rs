@@ -26,7 +26,8 @@
 //!   (`rcode`) | `slow`; `name`, `qtype` (null when the question did not parse), `id`, `server`,
 //!   `dialed`, `service` and `backend` (load balancing seen), `client`, `pid`, `tid`, `comm`,
 //!   `cgroup_id`, `netns`, `netns_cookie`, `socket_cookie`,
-//!   `latency_ms` (answered) or `waited_ms`, `explanation`.
+//!   `latency_ms` (answered) or `waited_ms`, `explanation`; with cluster state, `cluster_verdict`
+//!   (`DNS server is no live pod`) and `cluster_explanation` for unanswered and refused queries.
 //! - `dns_healthy`: per server and namespace, fast NOERROR replies since the last such record:
 //!   `server`, `netns`, `netns_cookie`, `answered`, `mean_latency_ms`.
 //! - `dns_stuck_socket`: a socket whose last N queries to one server went unanswered while other
