@@ -15,7 +15,7 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_skb_load_bytes,
+        bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_sk_fullsock, bpf_skb_load_bytes,
     },
     macros::cgroup_skb,
     programs::SkBuffContext,
@@ -41,14 +41,35 @@ const E2BIG: i32 = 7;
 
 #[cgroup_skb(egress)]
 pub fn dns_egress(ctx: SkBuffContext) -> i32 {
-    let _ = query(&ctx);
+    if maybe_udp(&ctx) {
+        let _ = query(&ctx);
+    }
     PASS
 }
 
 #[cgroup_skb(ingress)]
 pub fn dns_ingress(ctx: SkBuffContext) -> i32 {
-    let _ = reply(&ctx);
+    if maybe_udp(&ctx) {
+        let _ = reply(&ctx);
+    }
     PASS
+}
+
+/// These programs see every packet of every socket on the node, nearly all TCP. The socket's
+/// protocol is one load from the context (no helper call, no packet bytes), so TCP costs next to
+/// nothing; only packets of UDP sockets (or with no socket) are parsed.
+fn maybe_udp(ctx: &SkBuffContext) -> bool {
+    // SAFETY: `skb` is the context the kernel passed; `sk` is a verifier-checked socket pointer,
+    // and `protocol` is read from the full socket only after both null checks.
+    unsafe {
+        let sk = (*ctx.skb.skb).__bindgen_anon_2.sk;
+        if sk.is_null() {
+            return true;
+        }
+        let full = bpf_sk_fullsock(sk);
+        // Request and time-wait sockets (TCP only) are not full sockets.
+        !full.is_null() && (*full).protocol == u32::from(IPPROTO_UDP)
+    }
 }
 
 /// The IP and UDP headers of a packet: family, local and remote addresses, ports, and where the
