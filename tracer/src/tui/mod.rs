@@ -2,12 +2,14 @@
 //! (`tracer summary`).
 //!
 //! `state.rs` (the model, from `Record`s) -> `view.rs` (widgets rendering `&State`) <- `keys.rs`
-//! (key -> action) <- `app.rs` (the loop: keys, frame tick, batches of records). `terminal.rs` owns
+//! (key -> action) <- `app.rs` (the loop: keys, frame tick, batches of records). `dns.rs` is the DNS
+//! view's part of the model. `terminal.rs` owns
 //! the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
 //! ranked table. Records arrive on a channel: from `live.rs` through `sink::channel`, or from
 //! `replay.rs`.
 pub mod advice;
 pub mod app;
+mod dns;
 pub mod keys;
 pub mod state;
 pub mod summary;

@@ -304,3 +304,51 @@ async fn a_key_is_answered_while_records_pour_in() {
         "q answered after {latency:?}"
     );
 }
+
+/// Incident 004's shape: nginx's resolver socket glued to a deleted CoreDNS pod. Its queries are lost
+/// while other sockets get answers from the live CoreDNS pod.
+const GLUED_RESOLVER: &str = r#"{"schema":1,"kind":"dns_healthy","time":"2026-11-30T16:00:01.000Z","server":"10.96.0.10:53","netns":"cni-ng1","netns_cookie":5,"answered":40,"mean_latency_ms":0.4}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:02.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":11,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:03.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":12,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:04.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":13,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns_stuck_socket","time":"2026-11-30T16:00:04.000Z","pid":3131,"comm":"nginx","netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"client":"10.244.0.5:41000","server":"10.244.1.66:53","service":"10.96.0.10:53","since":"2026-11-30T16:00:02.000Z","lost":3,"others_answered":40,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:05.000Z","verdict":"slow","name":"web.app.svc.cluster.local","qtype":"A","id":14,"server":"10.96.0.10:53","client":"10.244.0.9:42000","pid":4000,"tid":4000,"comm":"curl","cgroup_id":10,"netns":"cni-c2","netns_cookie":6,"socket_cookie":78,"rcode":"NOERROR","latency_ms":700,"explanation":"x"}
+"#;
+
+#[test]
+fn dns_view_lists_the_stuck_socket_first_then_servers_losing_queries() {
+    let mut s = state_of(GLUED_RESOLVER);
+    s.act(Action::NextView);
+    s.act(Action::NextView);
+    assert_eq!(s.view, View::Dns);
+    let t = render(&mut s, 80, 24);
+    let screen = t.backend().to_string();
+    let stuck = screen.find("STUCK SOCKET").expect("stuck sockets section");
+    let servers = screen.find("DNS SERVER").expect("servers section");
+    assert!(stuck < servers, "stuck sockets first:\n{screen}");
+    assert!(
+        screen.contains("nginx 3131") && screen.contains("10.244.1.66:53"),
+        "{screen}"
+    );
+    assert_screen!("glued_resolver_dns_80x24", t);
+}
+
+#[test]
+fn the_header_says_where_names_come_from_and_when_they_are_stale() {
+    let mut fresh = State::new("replay fixture.jsonl", None);
+    let mut stale = State::new("replay fixture.jsonl", None);
+    for r in records(REFUSED_TWO_OF_SIX) {
+        if let Record::Connect(mut c) = r.clone() {
+            c.identity.identity_source = Some("file".into());
+            c.identity.identity_age_s = Some(12);
+            fresh.apply(Record::Connect(c.clone()));
+            c.identity.identity_source = Some("api".into());
+            c.identity.identity_stale = true;
+            stale.apply(Record::Connect(c));
+        }
+    }
+    let screen = render(&mut fresh, 120, 40).backend().to_string();
+    assert!(screen.contains("names file 12s"), "{screen}");
+    let screen = render(&mut stale, 120, 40).backend().to_string();
+    assert!(screen.contains("names api STALE 12s"), "{screen}");
+}

@@ -16,6 +16,7 @@ use std::{
 
 use serde::Serialize;
 
+use super::dns::DnsModel;
 use crate::{
     record::{ConnectRecord, HealthyRecord, Record, StatsRecord},
     verdict::{RefusedBy, Unreachable, Verdict},
@@ -206,6 +207,9 @@ pub struct Model {
     now: SystemTime,
     records: u64,
     bad_times: u64,
+    dns: DnsModel,
+    /// Where names come from (`file`, `api`) and how fresh they are, from the latest record.
+    identity: Option<(String, u64, bool)>,
 }
 
 impl Model {
@@ -221,6 +225,8 @@ impl Model {
             now: started.unwrap_or(SystemTime::UNIX_EPOCH),
             records: 0,
             bad_times: 0,
+            dns: DnsModel::default(),
+            identity: None,
         }
     }
 
@@ -247,19 +253,39 @@ impl Model {
             Record::Connect(c) => self.apply_connect(c),
             Record::Healthy(h) => self.apply_healthy(&h),
             Record::Stats(s) => self.apply_stats(s),
+            Record::Dns(d) => {
+                let t = self.time_of(&d.time);
+                self.advance(t);
+                self.dns.query(&d);
+            }
+            Record::DnsHealthy(h) => self.dns.healthy(&h),
+            Record::DnsStuckSocket(s) => {
+                let t = self.time_of(&s.time);
+                self.advance(t);
+                self.dns.stuck_socket(s);
+            }
             // The Services view aggregates connect records itself; the conntrack-based per-Service
             // records and stale NAT entries are for JSON consumers for now.
-            Record::Service(_)
-            | Record::StaleNat(_)
-            | Record::Dns(_)
-            | Record::DnsHealthy(_)
-            | Record::DnsStuckSocket(_) => {}
+            Record::Service(_) | Record::StaleNat(_) => {}
         }
+    }
+
+    pub fn dns(&self) -> &DnsModel {
+        &self.dns
+    }
+
+    /// Source of names, their age in seconds, and whether they are stale.
+    pub fn identity(&self) -> Option<&(String, u64, bool)> {
+        self.identity.as_ref()
     }
 
     fn apply_connect(&mut self, c: ConnectRecord) {
         let t = self.time_of(&c.time);
         self.advance(t);
+        if let (Some(source), Some(age)) = (&c.identity.identity_source, c.identity.identity_age_s)
+        {
+            self.identity = Some((source.clone(), age, c.identity.identity_stale));
+        }
         let key = RowKey::of_connect(&c);
         if let Some(service) = &key.service {
             self.services_of

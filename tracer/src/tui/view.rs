@@ -57,7 +57,7 @@ pub fn draw(frame: &mut Frame, state: &State) {
         }
         View::Flows => frame.render_widget(FlowTable(state), body),
         View::Services => frame.render_widget(ServicesView(state.shown()), body),
-        View::Dns => frame.render_widget(DnsView, body),
+        View::Dns => frame.render_widget(DnsView(state.shown()), body),
     }
     frame.render_widget(Footer(state), footer);
     if state.help {
@@ -154,6 +154,7 @@ impl Widget for Header<'_> {
                 short_duration(model.uptime())
             )),
             Span::styled(dropped_text, dropped_style),
+            names_span(model),
             Span::raw(format!("  {}", state.origin)),
         ]);
         let mut counts = vec![Span::raw(" ")];
@@ -176,6 +177,18 @@ impl Widget for Header<'_> {
             counts.push(Span::raw("  "));
         }
         Text::from(vec![first, Line::from(counts)]).render(area, buf);
+    }
+}
+
+/// `  names file 12s`: where pod and Service names come from and how old they are; red when stale.
+fn names_span(model: &Model) -> Span<'static> {
+    match model.identity() {
+        Some((source, age, stale)) if *stale => Span::styled(
+            format!("  names {source} STALE {age}s"),
+            Style::new().fg(Color::White).bg(Color::Red),
+        ),
+        Some((source, age, _)) => Span::raw(format!("  names {source} {age}s")),
+        None => Span::raw(""),
     }
 }
 
@@ -547,23 +560,100 @@ fn tally_row(name: String, t: &Tally) -> TableRow<'static> {
     ])
 }
 
-struct DnsView;
+/// DNS servers and sockets with unanswered queries, stuck sockets first.
+struct DnsView<'a>(&'a Model);
 
-impl Widget for DnsView {
+impl Widget for DnsView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let text = vec![
-            Line::raw(""),
-            Line::styled("no DNS data yet", Style::new().bold()),
-            Line::raw(""),
-            Line::raw(
-                "DNS queries are not traced yet. This view will list DNS servers and the sockets",
-            ),
-            Line::raw("with unanswered queries, stuck sockets first."),
-        ];
-        Paragraph::new(text)
+        let dns = self.0.dns();
+        if dns.is_empty() {
+            Paragraph::new(vec![
+                Line::raw(""),
+                Line::styled("no DNS query needing attention yet", Style::new().bold()),
+                Line::raw(""),
+                Line::raw("Unanswered, refused, slow and failed queries, per server, and sockets"),
+                Line::raw("whose every query is lost while others are answered, show up here."),
+            ])
             .centered()
             .wrap(Wrap { trim: true })
             .render(area, buf);
+            return;
+        }
+        let stuck_height = if dns.stuck.is_empty() {
+            0
+        } else {
+            u16::try_from(dns.stuck.len() + 2)
+                .unwrap_or(u16::MAX)
+                .min(area.height / 2)
+        };
+        let [stuck, servers] =
+            Layout::vertical([Constraint::Length(stuck_height), Constraint::Min(0)]).areas(area);
+        if !dns.stuck.is_empty() {
+            let header = TableRow::new(["STUCK SOCKET", "PROCESS", "DEAD SERVER", "LOST", "SINCE"])
+                .style(Style::new().bold().underlined());
+            let rows = dns.stuck.iter().map(|s| {
+                TableRow::new(vec![
+                    Line::from(s.client.clone()),
+                    Line::from(format!("{} {}", s.comm, s.pid)),
+                    Line::from(s.server.clone()),
+                    Line::from(s.lost.to_string()).right_aligned(),
+                    Line::from(s.since.get(11..19).unwrap_or(&s.since).to_string()),
+                ])
+                .style(Style::new().fg(Color::Red).bold())
+            });
+            let widths = [
+                Constraint::Min(21),
+                Constraint::Min(12),
+                Constraint::Min(21),
+                Constraint::Length(5),
+                Constraint::Length(8),
+            ];
+            Widget::render(
+                Table::new(rows, widths).header(header).column_spacing(1),
+                stuck,
+                buf,
+            );
+        }
+        let header = TableRow::new([
+            "DNS SERVER",
+            "ANSWERED",
+            "UNANSWERED",
+            "REFUSED",
+            "ERROR",
+            "SLOW",
+        ])
+        .style(Style::new().bold().underlined());
+        let num = |n: u64, bad: bool| {
+            let style = if n > 0 && bad {
+                Style::new().fg(Color::Red).bold()
+            } else {
+                Style::new()
+            };
+            Line::styled(n.to_string(), style).right_aligned()
+        };
+        let rows = dns.ranked_servers().into_iter().map(|(server, c)| {
+            TableRow::new(vec![
+                Line::from(server.clone()),
+                num(c.answered, false),
+                num(c.unanswered, true),
+                num(c.refused, true),
+                num(c.errors, true),
+                num(c.slow, false),
+            ])
+        });
+        let widths = [
+            Constraint::Min(21),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(7),
+            Constraint::Length(5),
+            Constraint::Length(5),
+        ];
+        Widget::render(
+            Table::new(rows, widths).header(header).column_spacing(1),
+            servers,
+            buf,
+        );
     }
 }
 
