@@ -14,8 +14,8 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_sk_fullsock, bpf_skb_load_bytes,
+        bpf_get_current_pid_tgid, bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_sk_fullsock,
+        bpf_skb_load_bytes,
     },
     macros::cgroup_skb,
     programs::SkBuffContext,
@@ -26,7 +26,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{EVENTS, count, filter, now_ns},
+    maps::{EVENTS, caller, count, filter, now_ns},
     maps_dns::{DNS_HEALTHY, DNS_SOCK_ANSWERED, PENDING_DNS, dns_config},
 };
 
@@ -154,14 +154,13 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
         id: u16::from_be_bytes([header[0], header[1]]),
         _pad: [0; 6],
     };
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let who = caller(bpf_get_current_pid_tgid());
     let mut pending = PendingDns {
         sent_ns: now_ns(),
-        // SAFETY: helper without preconditions; cgroup programs run in the sender's task here.
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-        comm: bpf_get_current_comm().unwrap_or_default(),
+        cgroup_id: who.cgroup_id,
+        pid: who.pid,
+        tid: who.tid,
+        comm: who.comm,
         client_addr: udp.src,
         server_addr: udp.dst,
         client_port: udp.sport,

@@ -9,9 +9,7 @@
 //! Fields (format file of 6.18, offsets in `tracer_common::tracepoint`): `skaddr`, `oldstate`,
 //! `newstate`, `protocol` and the address block.
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::tracepoint,
-    programs::TracePointContext,
+    helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
 };
 use tracer_common::{
     Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
@@ -21,7 +19,7 @@ use tracer_common::{
 use tracer_common::tracepoint::inet_sock_set_state::{ADDRS, NEWSTATE, OLDSTATE, PROTOCOL, SKADDR};
 
 use crate::{
-    maps::{ATTEMPTS, DIALED, HEALTHY, count, emit, filter, now_ns},
+    maps::{ATTEMPTS, DIALED, HEALTHY, caller, count, emit, filter, now_ns},
     tracepoint_fields::{load, read_addrs},
 };
 
@@ -60,16 +58,16 @@ fn on_syn_sent(ctx: &TracePointContext) {
         return;
     }
     let addrs = read_addrs(ctx, &ADDRS);
+    let who = caller(pid_tgid);
     let attempt = Attempt {
         sock,
         start_ns: now_ns(),
         netns_cookie: dialed.netns_cookie,
-        // SAFETY: helper without preconditions.
-        cgroup_id: unsafe { bpf_get_current_cgroup_id() },
+        cgroup_id: who.cgroup_id,
         closed_ns: 0,
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-        comm: bpf_get_current_comm().unwrap_or_default(),
+        pid: who.pid,
+        tid: who.tid,
+        comm: who.comm,
         saddr: addrs.saddr,
         daddr: addrs.daddr,
         dialed_addr: dialed.addr,

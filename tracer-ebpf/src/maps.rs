@@ -68,6 +68,25 @@ pub fn count(index: u32) {
     }
 }
 
+/// The task running now, as recorded with every attempt and query: only meaningful where the hook
+/// runs in the caller's context (`connect()`, a socket send), not in softirq.
+pub struct Caller {
+    pub cgroup_id: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; tracer_common::TASK_COMM_LEN],
+}
+
+pub fn caller(pid_tgid: u64) -> Caller {
+    Caller {
+        // SAFETY: helper without preconditions.
+        cgroup_id: unsafe { aya_ebpf::helpers::bpf_get_current_cgroup_id() },
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        comm: aya_ebpf::helpers::bpf_get_current_comm().unwrap_or_default(),
+    }
+}
+
 pub fn now_ns() -> u64 {
     // SAFETY: helper without preconditions.
     unsafe { bpf_ktime_get_ns() }

@@ -301,44 +301,32 @@ fn nonblocking_socket() -> std::io::Result<RawFd> {
 }
 
 fn bind_port(fd: RawFd, port: u16) -> std::io::Result<()> {
-    let addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: 0 },
-        sin_zero: [0; 8],
-    };
+    let addr = sockaddr_in(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, port));
     // SAFETY: bind(2) with a sockaddr_in we own and its exact size.
-    let rc = unsafe {
-        libc::bind(
-            fd,
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    checked(unsafe { libc::bind(fd, (&raw const addr).cast(), SOCKADDR_IN_LEN) })
 }
 
 fn connect(fd: RawFd, target: SocketAddrV4) -> std::io::Result<()> {
-    let addr = libc::sockaddr_in {
+    let addr = sockaddr_in(target);
+    // SAFETY: connect(2) with a sockaddr_in we own and its exact size.
+    checked(unsafe { libc::connect(fd, (&raw const addr).cast(), SOCKADDR_IN_LEN) })
+}
+
+const SOCKADDR_IN_LEN: libc::socklen_t = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+
+fn sockaddr_in(addr: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: target.port().to_be(),
+        sin_port: addr.port().to_be(),
         sin_addr: libc::in_addr {
-            s_addr: u32::from(*target.ip()).to_be(),
+            s_addr: u32::from(*addr.ip()).to_be(),
         },
         sin_zero: [0; 8],
-    };
-    // SAFETY: connect(2) with a sockaddr_in we own and its exact size.
-    let rc = unsafe {
-        libc::connect(
-            fd,
-            (&raw const addr).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
+    }
+}
+
+/// A libc return code as a Result: 0 is success, anything else is errno.
+fn checked(rc: libc::c_int) -> std::io::Result<()> {
     if rc == 0 {
         Ok(())
     } else {
