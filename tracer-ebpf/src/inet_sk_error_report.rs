@@ -45,10 +45,17 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     let attempt = unsafe { &mut *attempt };
     let offsets = sock_offsets();
     let error: i32 = read(sock + u64::from(offsets.sk_err));
-    if error != 0 && attempt.closed_ns != 0 {
+    if error != 0 {
+        // A hard error on a connecting socket ends it (tcp_done_with_error). Do not require having
+        // seen its CLOSE: on a busy CPU the kernel skips tracepoint programs that would nest inside
+        // another BPF program (bpf_prog_active), and the timer softirq that times a connect out can
+        // land exactly there. This raw tracepoint is not subject to that.
+        if attempt.closed_ns == 0 {
+            attempt.closed_ns = now_ns();
+        }
         emit(EVENT_CONNECT_END, error, attempt);
         let _ = ATTEMPTS.remove(&sock);
-    } else if error == 0 {
+    } else {
         let queue = sock + u64::from(offsets.sk_error_queue);
         let newest: u64 = read(queue + QUEUE_PREV);
         if newest == 0 || newest == queue {

@@ -8,16 +8,14 @@
 //!
 //! Fields (format file of 6.18): ret@16.
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid},
-    macros::tracepoint,
-    programs::TracePointContext,
+    helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
 };
 use tracer_common::{
     Attempt, EVENT_CONNECT_END, FLAG_DIALED_KNOWN, tracepoint::sys_exit_connect::RET,
 };
 
 use crate::{
-    maps::{ATTEMPTS, DIALED, emit, filter, now_ns},
+    maps::{ATTEMPTS, DIALED, caller, emit, filter, now_ns},
     tracepoint_fields::load,
 };
 
@@ -46,15 +44,15 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
     let wanted = filter().netns_cookie;
     if wanted == 0 || dialed.netns_cookie == wanted {
         let now = now_ns();
+        let who = caller(pid_tgid);
         let attempt = Attempt {
             start_ns: now,
             closed_ns: now,
             netns_cookie: dialed.netns_cookie,
-            // SAFETY: helper without preconditions.
-            cgroup_id: unsafe { bpf_get_current_cgroup_id() },
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
-            comm: bpf_get_current_comm().unwrap_or_default(),
+            cgroup_id: who.cgroup_id,
+            pid: who.pid,
+            tid: who.tid,
+            comm: who.comm,
             daddr: dialed.addr,
             dialed_addr: dialed.addr,
             family: dialed.family,
@@ -71,12 +69,15 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
 
 /// The attempt closed during this very syscall without an error report: end it with the errno.
 fn end_in_syscall(sock: u64, error: i32) {
-    // SAFETY: map value pointer used before the remove below.
-    let Some(attempt) = (unsafe { ATTEMPTS.get(&sock) }) else {
+    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return;
     };
+    // SAFETY: map value pointer used before the remove below.
+    let attempt = unsafe { &mut *attempt };
+    // connect() failed after SYN_SENT: the attempt is over, whether or not its CLOSE was seen (a
+    // tracepoint program can be skipped when it would nest inside another BPF program).
     if attempt.closed_ns == 0 {
-        return;
+        attempt.closed_ns = now_ns();
     }
     emit(EVENT_CONNECT_END, error, attempt);
     let _ = ATTEMPTS.remove(&sock);
