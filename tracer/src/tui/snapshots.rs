@@ -352,3 +352,23 @@ fn the_header_says_where_names_come_from_and_when_they_are_stale() {
     let screen = render(&mut stale, 120, 40).backend().to_string();
     assert!(screen.contains("names api STALE 12s"), "{screen}");
 }
+
+/// With cluster state the row's source is the workload: two pods of one Deployment share a row.
+#[test]
+fn rows_name_the_source_workload_when_pods_are_known() {
+    let mut s = State::new("replay fixture.jsonl", None);
+    for (i, mut r) in records(REFUSED_TWO_OF_SIX).into_iter().enumerate() {
+        if let Record::Connect(c) = &mut r {
+            c.identity.src_namespace = Some("app".into());
+            c.identity.src_pod = Some(format!("frontend-6b8f7c9d4-pod{}", i % 2));
+            c.identity.src_owner = Some("Deployment/frontend".into());
+        }
+        s.apply(r);
+    }
+    let screen = render(&mut s, 120, 40).backend().to_string();
+    assert!(screen.contains("app/frontend"), "{screen}");
+    assert!(
+        !screen.contains("pod0") && !screen.contains("pod1"),
+        "one row per workload:\n{screen}"
+    );
+}

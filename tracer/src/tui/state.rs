@@ -63,9 +63,11 @@ pub fn severity(verdict: &str) -> u8 {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct RowKey {
-    /// The source workload: the process name and its network namespace, until pod names land.
+    /// The source workload: its name and Kubernetes namespace when cluster state names the pod
+    /// (`workload`), else the process name and its network namespace.
     pub comm: String,
     pub netns: String,
+    pub workload: bool,
     /// What the application dialled, when a load balancer rewrote it (the Service).
     pub service: Option<String>,
     /// The socket destination (the backend behind a Service).
@@ -76,9 +78,11 @@ pub struct RowKey {
 
 impl RowKey {
     fn of_connect(c: &ConnectRecord) -> RowKey {
+        let (comm, netns, workload) = source_of(&c.comm, &c.netns, &c.identity);
         RowKey {
-            comm: c.comm.clone(),
-            netns: c.netns.clone(),
+            comm,
+            netns,
+            workload,
             // kube-proxy flows name both from conntrack; socket-LB flows carry the dialled address.
             service: c
                 .service
@@ -91,9 +95,11 @@ impl RowKey {
     }
 
     fn of_healthy(h: &HealthyRecord) -> RowKey {
+        let (comm, netns, workload) = source_of(&h.comm, &h.netns, &h.identity);
         RowKey {
-            comm: h.comm.clone(),
-            netns: h.netns.clone(),
+            comm,
+            netns,
+            workload,
             service: None,
             backend: h.dst.clone(),
             verdict: h.verdict.clone(),
@@ -109,8 +115,26 @@ impl RowKey {
         }
     }
 
+    /// `app/frontend` (namespace/workload, as kubectl says it) or `curl/cni-3f2a` (process/netns).
     pub fn source_label(&self) -> String {
-        format!("{}/{}", self.comm, self.netns)
+        if self.workload {
+            format!("{}/{}", self.netns, self.comm)
+        } else {
+            format!("{}/{}", self.comm, self.netns)
+        }
+    }
+}
+
+/// The source workload of a record: the pod's owner (a Deployment's pods share one row) or the pod,
+/// in its namespace, when cluster state names it; else the process and its network namespace.
+fn source_of(comm: &str, netns: &str, id: &crate::identity::Identity) -> (String, String, bool) {
+    let owner = id
+        .src_owner
+        .as_deref()
+        .map(|o| o.rsplit('/').next().unwrap_or(o));
+    match (id.src_namespace.as_deref(), owner.or(id.src_pod.as_deref())) {
+        (Some(namespace), Some(name)) => (name.to_string(), namespace.to_string(), true),
+        _ => (comm.to_string(), netns.to_string(), false),
     }
 }
 
