@@ -46,6 +46,28 @@ fn remove_namespaces_of_dead_test_processes() {
     }
 }
 
+/// A veth pair: `eth0` in `ns`, its peer `peer` in `other`. Created inside `ns`, so it never
+/// exists in the host namespace.
+fn veth_pair(ns: &Netns, other: &Netns, peer: &str) {
+    run(
+        "ip",
+        &[
+            "-n",
+            ns.name(),
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            peer,
+            "netns",
+            other.name(),
+        ],
+    );
+}
+
 /// Process-wide counter so namespace names (and bed subnets) are unique within the process.
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -320,23 +342,7 @@ impl TwoHosts {
         let client_ip = Ipv4Addr::new(10, 231, n, 1);
         let server_ip = Ipv4Addr::new(10, 231, n, 2);
         let absent_ip = Ipv4Addr::new(10, 231, n, 99);
-        run(
-            "ip",
-            &[
-                "-n",
-                client.name(),
-                "link",
-                "add",
-                "eth0",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                server.name(),
-            ],
-        );
+        veth_pair(&client, &server, "eth0");
         for (ns, ip) in [(&client, client_ip), (&server, server_ip)] {
             // Kernel-default neighbour parameters so an absent host fails ARP after 3 probes
             // 1 s apart (EHOSTUNREACH after ~3 s) regardless of what the host has tuned: a
@@ -425,23 +431,7 @@ impl ServiceBed {
             let ns = Netns::new(&name);
             let ip = Ipv4Addr::new(10, 231, n, index);
             let host_side = format!("veth{index}");
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns.name(),
-                    "link",
-                    "add",
-                    "eth0",
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    &host_side,
-                    "netns",
-                    node.name(),
-                ],
-            );
+            veth_pair(&ns, &node, &host_side);
             run(
                 "ip",
                 &[

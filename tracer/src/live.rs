@@ -49,12 +49,7 @@ enum Stop {
 }
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
-    let netns = args
-        .pipeline
-        .netns
-        .as_deref()
-        .map(netns::resolve)
-        .transpose()?;
+    let netns = netns_filter(&args.pipeline)?;
     let out: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             File::create(path)
@@ -70,14 +65,14 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     trace(args, netns, sink).await
 }
 
+/// The namespace `--netns` names, resolved before anything else is opened.
+fn netns_filter(args: &crate::cli::PipelineArgs) -> anyhow::Result<Option<Netns>> {
+    Ok(args.netns.as_deref().map(netns::resolve).transpose()?)
+}
+
 /// `tracer tui`: the same pipeline into the TUI's sink (a channel).
 pub async fn run_with_sink(args: TraceArgs, sink: Box<dyn Sink>) -> anyhow::Result<()> {
-    let netns = args
-        .pipeline
-        .netns
-        .as_deref()
-        .map(netns::resolve)
-        .transpose()?;
+    let netns = netns_filter(&args.pipeline)?;
     trace(args, netns, sink).await
 }
 
