@@ -79,6 +79,23 @@ pub struct BenchArgs {
     /// Keep the peers' output files (in /tmp/bhb-bench-PID).
     #[arg(long)]
     pub keep: bool,
+    /// Peers to run beside "none" in the connect rounds (all by default): tracer, conntrack, bpftrace.
+    #[arg(long, value_delimiter = ',', value_parser = parse_peer)]
+    pub peers: Vec<Peer>,
+    /// Extra argument for the tracer in the connect rounds (repeatable), to measure what a part costs,
+    /// e.g. `--tracer-arg=--no-dns`.
+    #[arg(long = "tracer-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub tracer_args: Vec<String>,
+    /// Only the connect rounds (skip pipeline, latency and flood).
+    #[arg(long)]
+    pub connect_only: bool,
+}
+
+fn parse_peer(s: &str) -> Result<Peer, String> {
+    Peer::ALL
+        .into_iter()
+        .find(|p| p.short() == s)
+        .ok_or_else(|| format!("unknown peer {s:?}: tracer, conntrack or bpftrace"))
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -175,8 +192,25 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("no connect through the test bed succeeded; the bed is broken");
     }
 
-    connect_rounds(&tracer, &bed, &work.path, rounds, load_cfg, &mut table)?;
+    let peers: Vec<Peer> = if args.peers.is_empty() {
+        Peer::ALL.to_vec()
+    } else {
+        std::iter::once(Peer::None)
+            .chain(Peer::ALL.into_iter().filter(|p| args.peers.contains(p)))
+            .collect()
+    };
+    let plan = RoundPlan {
+        peers,
+        tracer_args: args.tracer_args.clone(),
+    };
+    connect_rounds(&tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table)?;
     check_interrupted()?;
+    if args.connect_only {
+        drop(bed);
+        println!();
+        print!("{}", table.render());
+        return Ok(());
+    }
     latency(
         &tracer,
         &bed,
@@ -253,6 +287,13 @@ fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Which peers the connect rounds compare, and how the tracer runs in them.
+struct RoundPlan {
+    /// Always starts with `Peer::None`, the reference of each cycle.
+    peers: Vec<Peer>,
+    tracer_args: Vec<String>,
+}
+
 /// One round's measurement.
 struct RoundResult {
     peer: Peer,
@@ -273,6 +314,7 @@ fn connect_rounds(
     dir: &Path,
     cycles: usize,
     cfg: LoadConfig,
+    plan: &RoundPlan,
     table: &mut Table,
 ) -> anyhow::Result<()> {
     let mut results = Vec::new();
@@ -282,7 +324,7 @@ fn connect_rounds(
     // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
     // add two clock reads to every program run, so they stay out of the rounds that measure loss.
     let schedule = (0..cycles)
-        .flat_map(|c| Peer::ALL.map(|p| (c, p, false)))
+        .flat_map(|c| plan.peers.iter().map(move |p| (c, *p, false)))
         .chain(std::iter::once((cycles, Peer::Tracer, true)));
     for (cycle, peer, with_stats) in schedule {
         {
@@ -292,7 +334,7 @@ fn connect_rounds(
             } else {
                 None
             };
-            let mut running = peers::start(peer, tracer, bed, dir, cycle)?;
+            let mut running = peers::start(peer, tracer, &plan.tracer_args, bed, dir, cycle)?;
             let load = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
             let mut tracer_out = None;
             if let Some(r) = running.as_mut() {
@@ -356,7 +398,7 @@ fn connect_rounds(
         format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
     );
     let mut tracer_loss = 0.0;
-    for peer in [Peer::Tracer, Peer::Conntrack, Peer::Bpftrace] {
+    for peer in plan.peers.iter().copied().filter(|p| *p != Peer::None) {
         let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
         let ratios: Vec<f64> = (0..cycles)
             .filter_map(|c| Some(rate_of(peer, c)? / rate_of(Peer::None, c)?))

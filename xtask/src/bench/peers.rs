@@ -25,6 +25,16 @@ pub enum Peer {
 impl Peer {
     pub const ALL: [Peer; 4] = [Peer::None, Peer::Tracer, Peer::Conntrack, Peer::Bpftrace];
 
+    /// The name `--peers` takes.
+    pub fn short(self) -> &'static str {
+        match self {
+            Peer::None => "none",
+            Peer::Tracer => "tracer",
+            Peer::Conntrack => "conntrack",
+            Peer::Bpftrace => "bpftrace",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Peer::None => "no tracer",
@@ -104,6 +114,7 @@ impl Drop for Running {
 pub fn start(
     peer: Peer,
     tracer: &Path,
+    tracer_args: &[String],
     bed: &Testbed,
     dir: &Path,
     round: usize,
@@ -117,7 +128,8 @@ pub fn start(
         Peer::Tracer => {
             let mut cmd = Command::new(tracer);
             cmd.args(["trace", "--format", "json", "--output"])
-                .arg(&output);
+                .arg(&output)
+                .args(tracer_args);
             start_tracer(cmd, output).map(Some)
         }
         Peer::Conntrack => {
