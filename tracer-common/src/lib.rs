@@ -322,10 +322,30 @@ const _: () = assert!(size_of::<DnsConfig>() == 16);
 
 /// Offsets of `struct sock` fields the kernel side reads through a raw tracepoint's `sk` pointer.
 /// They differ between kernel builds, so userspace reads them from the running kernel's BTF and
-/// writes them into the program's read-only data before load.
+/// writes them into the program's read-only data before load. `struct sock` starts with its
+/// `struct sock_common`, so the `skc_` offsets are offsets in `struct sock` too.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SockOffsets {
+    /// `sock_common.skc_daddr`, IPv4 destination (network order).
+    pub skc_daddr: u32,
+    /// `sock_common.skc_rcv_saddr`, IPv4 local address.
+    pub skc_rcv_saddr: u32,
+    /// `sock_common.skc_dport`, destination port (network order).
+    pub skc_dport: u32,
+    /// `inet_sock.inet_sport`, local port (network order; 0 until `connect()` picks one). Not
+    /// `skc_num`: closing a socket releases its port and zeroes that before the state changes.
+    pub inet_sport: u32,
+    /// `sock_common.skc_family`.
+    pub skc_family: u32,
+    /// `sock_common.skc_state` (one byte, the TCP state).
+    pub skc_state: u32,
+    /// `sock_common.skc_v6_daddr`.
+    pub skc_v6_daddr: u32,
+    /// `sock_common.skc_v6_rcv_saddr`.
+    pub skc_v6_rcv_saddr: u32,
+    /// `struct sock.sk_protocol` (u16).
+    pub sk_protocol: u32,
     /// `struct sock.sk_err`.
     pub sk_err: u32,
     /// `struct sock.sk_error_queue` (a `sk_buff_head`: next, prev).
@@ -335,7 +355,7 @@ pub struct SockOffsets {
     /// `struct sock_exterr_skb.ee`, the `sock_extended_err` (errno first, then origin).
     pub exterr_ee: u32,
 }
-const _: () = assert!(size_of::<SockOffsets>() == 16);
+const _: () = assert!(size_of::<SockOffsets>() == 52);
 
 /// Kernel-side filter, written into the program's read-only data before load.
 #[repr(C)]
@@ -376,143 +396,12 @@ pub mod tracepoint {
         pub size: usize,
     }
 
-    /// The address block `TP_STORE_ADDRS` writes, shared by several tracepoints.
-    pub struct AddrBlock {
-        pub sport: usize,
-        pub dport: usize,
-        pub family: usize,
-        pub saddr: usize,
-        pub daddr: usize,
-        pub saddr_v6: usize,
-        pub daddr_v6: usize,
-    }
-
-    impl AddrBlock {
-        #[must_use]
-        pub const fn fields(&self) -> [Field; 7] {
-            [
-                Field {
-                    name: "sport",
-                    offset: self.sport,
-                    size: 2,
-                },
-                Field {
-                    name: "dport",
-                    offset: self.dport,
-                    size: 2,
-                },
-                Field {
-                    name: "family",
-                    offset: self.family,
-                    size: 2,
-                },
-                Field {
-                    name: "saddr",
-                    offset: self.saddr,
-                    size: 4,
-                },
-                Field {
-                    name: "daddr",
-                    offset: self.daddr,
-                    size: 4,
-                },
-                Field {
-                    name: "saddr_v6",
-                    offset: self.saddr_v6,
-                    size: 16,
-                },
-                Field {
-                    name: "daddr_v6",
-                    offset: self.daddr_v6,
-                    size: 16,
-                },
-            ]
-        }
-    }
-
-    pub mod inet_sock_set_state {
-        use super::{AddrBlock, Field};
-        pub const SKADDR: usize = 8;
-        pub const OLDSTATE: usize = 16;
-        pub const NEWSTATE: usize = 20;
-        pub const PROTOCOL: usize = 30;
-        pub const ADDRS: AddrBlock = AddrBlock {
-            sport: 24,
-            dport: 26,
-            family: 28,
-            saddr: 32,
-            daddr: 36,
-            saddr_v6: 40,
-            daddr_v6: 56,
-        };
-        pub const FIELDS: [Field; 4] = [
-            Field {
-                name: "skaddr",
-                offset: SKADDR,
-                size: 8,
-            },
-            Field {
-                name: "oldstate",
-                offset: OLDSTATE,
-                size: 4,
-            },
-            Field {
-                name: "newstate",
-                offset: NEWSTATE,
-                size: 4,
-            },
-            Field {
-                name: "protocol",
-                offset: PROTOCOL,
-                size: 2,
-            },
-        ];
-    }
-
-    pub mod tcp_retransmit_skb {
-        use super::{AddrBlock, Field};
-        pub const SKADDR: usize = 16;
-        pub const STATE: usize = 24;
-        pub const ADDRS: AddrBlock = AddrBlock {
-            sport: 28,
-            dport: 30,
-            family: 32,
-            saddr: 34,
-            daddr: 38,
-            saddr_v6: 42,
-            daddr_v6: 58,
-        };
-        pub const FIELDS: [Field; 2] = [
-            Field {
-                name: "skaddr",
-                offset: SKADDR,
-                size: 8,
-            },
-            Field {
-                name: "state",
-                offset: STATE,
-                size: 4,
-            },
-        ];
-    }
-
     pub mod sys_exit_connect {
         use super::Field;
         pub const RET: usize = 16;
         pub const FIELDS: [Field; 1] = [Field {
             name: "ret",
             offset: RET,
-            size: 8,
-        }];
-    }
-
-    /// `tcp_receive_reset` and `tcp_destroy_sock` share this layout; only `skaddr` is read.
-    pub mod skaddr_only {
-        use super::Field;
-        pub const SKADDR: usize = 8;
-        pub const FIELDS: [Field; 1] = [Field {
-            name: "skaddr",
-            offset: SKADDR,
             size: 8,
         }];
     }

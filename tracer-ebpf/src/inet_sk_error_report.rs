@@ -16,14 +16,13 @@
 //! Raw, not the formatted tracepoint: the formatted one carries neither the socket pointer nor the
 //! queue. Argument 0 is `const struct sock *sk`; struct offsets come from the running kernel's BTF
 //! (`SOCK_OFFSETS`, written by userspace before load).
-use aya_ebpf::{
-    helpers::bpf_probe_read_kernel, macros::raw_tracepoint, programs::RawTracePointContext,
-};
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
     maps::{ATTEMPTS, emit, now_ns, sock_offsets},
     maps_dns::{DNS_SOCK_ERRORS, dns_config},
+    sock_fields::read,
 };
 
 const ECONNREFUSED: i32 = 111;
@@ -68,11 +67,6 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
         }
     }
     0
-}
-
-fn read<T: Default>(address: u64) -> T {
-    // SAFETY: bpf_probe_read_kernel tolerates any address and fails cleanly; 0 then.
-    unsafe { bpf_probe_read_kernel(address as *const T) }.unwrap_or_default()
 }
 
 /// `ECONNREFUSED` on a socket that is not a connect attempt: kept by socket cookie for the DNS side.

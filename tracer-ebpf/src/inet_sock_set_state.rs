@@ -6,21 +6,21 @@
 //! are recorded here; later hooks run in softirq or timer context where "current" is whoever ran.
 //! The source port is still 0 at that moment; the socket address is the join key instead.
 //!
-//! Fields (format file of 6.18, offsets in `tracer_common::tracepoint`): `skaddr`, `oldstate`,
-//! `newstate`, `protocol` and the address block.
+//! A raw tracepoint: `TP_PROTO(const struct sock *sk, const int oldstate, const int newstate)`. The
+//! states are arguments, so the ~6 other transitions of a short connection (the server side, the
+//! close) return after two comparisons; the protocol and addresses are read from the socket only for
+//! the transitions of a connect (`sock_fields.rs`).
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
+    helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext,
 };
 use tracer_common::{
     Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
     HealthyStats, counter,
 };
 
-use tracer_common::tracepoint::inet_sock_set_state::{ADDRS, NEWSTATE, OLDSTATE, PROTOCOL, SKADDR};
-
 use crate::{
     maps::{ATTEMPTS, DIALED, HEALTHY, caller, count, emit, filter, now_ns},
-    tracepoint_fields::{load, read_addrs},
+    sock_fields,
 };
 
 const IPPROTO_TCP: u16 = 6;
@@ -29,25 +29,31 @@ const TCP_SYN_SENT: i32 = 2;
 const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
 
-#[tracepoint]
-pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
-    let protocol: u16 = load(&ctx, PROTOCOL);
-    if protocol != IPPROTO_TCP {
+#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
+    let old: i32 = ctx.arg(1);
+    let new: i32 = ctx.arg(2);
+    let connecting = matches!(
+        (old, new),
+        (TCP_CLOSE, TCP_SYN_SENT) | (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV | TCP_CLOSE)
+    );
+    if !connecting {
         return 0;
     }
-    let old: i32 = load(&ctx, OLDSTATE);
-    let new: i32 = load(&ctx, NEWSTATE);
-    match (old, new) {
-        (TCP_CLOSE, TCP_SYN_SENT) => on_syn_sent(&ctx),
-        (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV) => on_answered(&ctx),
-        (TCP_SYN_SENT, TCP_CLOSE) => on_closed(&ctx),
-        _ => {}
+    let sock: u64 = ctx.arg(0);
+    // MPTCP sockets pass here too.
+    if sock_fields::protocol(sock) != IPPROTO_TCP {
+        return 0;
+    }
+    match new {
+        TCP_SYN_SENT => on_syn_sent(sock),
+        TCP_CLOSE => on_closed(sock),
+        _ => on_answered(sock),
     }
     0
 }
 
-fn on_syn_sent(ctx: &TracePointContext) {
-    let sock: u64 = load(ctx, SKADDR);
+fn on_syn_sent(sock: u64) {
     let pid_tgid = bpf_get_current_pid_tgid();
     // The connect() hook's record of this very call; sys_exit_connect removes it.
     let dialing = DIALED.get_ptr_mut(&pid_tgid);
@@ -57,7 +63,7 @@ fn on_syn_sent(ctx: &TracePointContext) {
     if wanted != 0 && dialed.netns_cookie != wanted {
         return;
     }
-    let addrs = read_addrs(ctx, &ADDRS);
+    let addrs = sock_fields::addrs(sock);
     let who = caller(pid_tgid);
     let attempt = Attempt {
         sock,
@@ -95,8 +101,7 @@ fn on_syn_sent(ctx: &TracePointContext) {
     }
 }
 
-fn on_answered(ctx: &TracePointContext) {
-    let sock: u64 = load(ctx, SKADDR);
+fn on_answered(sock: u64) {
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return;
     };
@@ -152,14 +157,13 @@ fn count_healthy(attempt: &Attempt) {
     }
 }
 
-fn on_closed(ctx: &TracePointContext) {
-    let sock: u64 = load(ctx, SKADDR);
+fn on_closed(sock: u64) {
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return;
     };
     // SAFETY: as in on_answered.
     let attempt = unsafe { &mut *attempt };
-    let addrs = read_addrs(ctx, &ADDRS);
+    let addrs = sock_fields::addrs(sock);
     attempt.closed_ns = now_ns();
     attempt.saddr = addrs.saddr;
     attempt.sport = addrs.sport;

@@ -16,10 +16,11 @@
 //! UDP DNS: `cgroup_skb_dns.rs` pairs queries and replies on the cgroup v2 root (maps in
 //! `maps_dns.rs`); `inet_sk_error_report.rs` also remembers sockets refused by ICMP.
 //!
-//! Only tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node, and
-//! tracepoints are a stable ABI. Field offsets are those of the `format` files of kernel 6.18
-//! (`tracer_common::tracepoint`); userspace checks them against the running kernel before loading
-//! (`tracer/src/kernel/preflight.rs`) and reads `struct sock` offsets from its BTF.
+//! Only tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node. The
+//! socket hooks are raw tracepoints (`sock_fields.rs` says why) that read `struct sock` at offsets
+//! userspace takes from the running kernel's BTF; `sys_exit_connect` is a formatted one whose field
+//! offset (`tracer_common::tracepoint`) userspace checks against the running kernel before loading
+//! (`tracer/src/kernel/preflight.rs`).
 #![no_std]
 #![no_main]
 #![expect(
@@ -37,6 +38,7 @@ mod inet_sk_error_report;
 mod inet_sock_set_state;
 mod maps;
 mod maps_dns;
+mod sock_fields;
 mod sys_exit_connect;
 mod tcp_destroy_sock;
 mod tcp_receive_reset;

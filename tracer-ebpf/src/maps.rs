@@ -45,6 +45,15 @@ static FILTER: KernelFilter = KernelFilter { netns_cookie: 0 };
 /// Set by userspace before load from the running kernel's BTF.
 #[unsafe(no_mangle)]
 static SOCK_OFFSETS: SockOffsets = SockOffsets {
+    skc_daddr: 0,
+    skc_rcv_saddr: 0,
+    skc_dport: 0,
+    inet_sport: 0,
+    skc_family: 0,
+    skc_state: 0,
+    skc_v6_daddr: 0,
+    skc_v6_rcv_saddr: 0,
+    sk_protocol: 0,
     sk_err: 0,
     sk_error_queue: 0,
     skb_cb: 0,

@@ -3,20 +3,15 @@
 //! connect, since clients give up long before the kernel does). Also guarantees no entry outlives its
 //! socket.
 //!
-//! Fields (format file of 6.18): skaddr@8.
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+//! A raw tracepoint (see `sock_fields.rs` for why): argument 0 is `struct sock *sk`.
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use tracer_common::{EVENT_CONNECT_END, FLAG_ANSWERED};
 
-use crate::{
-    maps::{ATTEMPTS, emit, now_ns},
-    tracepoint_fields::load,
-};
+use crate::maps::{ATTEMPTS, emit, now_ns};
 
-use tracer_common::tracepoint::skaddr_only::SKADDR;
-
-#[tracepoint]
-pub fn tcp_destroy_sock(ctx: TracePointContext) -> u32 {
-    let sock: u64 = load(&ctx, SKADDR);
+#[raw_tracepoint(tracepoint = "tcp_destroy_sock")]
+pub fn tcp_destroy_sock(ctx: RawTracePointContext) -> i32 {
+    let sock: u64 = ctx.arg(0);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return 0;
     };

@@ -2,17 +2,15 @@
 //! errno alone cannot tell a RST from an ICMP port-unreachable (kube-proxy's REJECT for a Service
 //! without endpoints), so the RST is remembered on the attempt.
 //!
-//! Fields (format file of 6.18): skaddr@8.
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+//! A raw tracepoint (see `sock_fields.rs` for why): argument 0 is `struct sock *sk`.
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use tracer_common::FLAG_RST_RECEIVED;
 
-use crate::{maps::ATTEMPTS, tracepoint_fields::load};
+use crate::maps::ATTEMPTS;
 
-use tracer_common::tracepoint::skaddr_only::SKADDR;
-
-#[tracepoint]
-pub fn tcp_receive_reset(ctx: TracePointContext) -> u32 {
-    let sock: u64 = load(&ctx, SKADDR);
+#[raw_tracepoint(tracepoint = "tcp_receive_reset")]
+pub fn tcp_receive_reset(ctx: RawTracePointContext) -> i32 {
+    let sock: u64 = ctx.arg(0);
     if let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) {
         // SAFETY: map value pointer from a successful lookup; softirq holds the socket lock.
         unsafe { (*attempt).flags |= FLAG_RST_RECEIVED };

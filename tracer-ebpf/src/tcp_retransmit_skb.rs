@@ -2,33 +2,29 @@
 //! signal of a black hole, so each one is sent to userspace at once (`unanswered`, updated per SYN).
 //! Retransmits in other states return after one field read.
 //!
-//! Fields (format file of 6.18, offsets in `tracer_common::tracepoint`): `skaddr`, `state` and the
-//! address block.
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+//! A raw tracepoint (see `sock_fields.rs` for why): argument 0 is `const struct sock *sk`.
+use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
 use tracer_common::EVENT_SYN_RETRANSMIT;
-
-use tracer_common::tracepoint::tcp_retransmit_skb::{ADDRS, SKADDR, STATE};
 
 use crate::{
     maps::{ATTEMPTS, emit},
-    tracepoint_fields::{load, read_addrs},
+    sock_fields,
 };
 
-const TCP_SYN_SENT: i32 = 2;
+const TCP_SYN_SENT: u8 = 2;
 
-#[tracepoint]
-pub fn tcp_retransmit_skb(ctx: TracePointContext) -> u32 {
-    let state: i32 = load(&ctx, STATE);
-    if state != TCP_SYN_SENT {
+#[raw_tracepoint(tracepoint = "tcp_retransmit_skb")]
+pub fn tcp_retransmit_skb(ctx: RawTracePointContext) -> i32 {
+    let sock: u64 = ctx.arg(0);
+    if sock_fields::state(sock) != TCP_SYN_SENT {
         return 0;
     }
-    let sock: u64 = load(&ctx, SKADDR);
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         return 0;
     };
     // SAFETY: map value pointer from a successful lookup; the retransmit timer holds the socket lock.
     let attempt = unsafe { &mut *attempt };
-    let addrs = read_addrs(&ctx, &ADDRS);
+    let addrs = sock_fields::addrs(sock);
     attempt.syn_count = attempt.syn_count.saturating_add(1);
     attempt.saddr = addrs.saddr;
     attempt.sport = addrs.sport;

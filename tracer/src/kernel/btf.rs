@@ -43,61 +43,140 @@ impl Reader<'_> {
     }
 }
 
-/// Byte offset of `member` in `struct strukt`.
-pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
-    let r = Reader { data };
-    let magic = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    if magic != Some(MAGIC) {
-        return Err(BtfError::BadMagic);
-    }
-    let hdr_len = r.u32_at(4)? as usize;
-    let (type_off, type_len) = (r.u32_at(8)? as usize, r.u32_at(12)? as usize);
-    let (str_off, str_len) = (r.u32_at(16)? as usize, r.u32_at(20)? as usize);
-    let types = hdr_len + type_off..hdr_len + type_off + type_len;
-    let strings = hdr_len + str_off..hdr_len + str_off + str_len;
+/// One type record: where it starts in the data, and its decoded header.
+#[derive(Clone, Copy)]
+struct TypeRecord {
+    name_off: u32,
+    kind: u32,
+    vlen: usize,
+    kind_flag: u32,
+    /// `size` for structs and unions, `type` for modifiers and typedefs.
+    size_or_type: u32,
+    /// Where the kind-specific data (members, ...) starts.
+    body: usize,
+}
 
-    let mut at = types.start;
-    while at < types.end {
-        let name_off = r.u32_at(at)?;
-        let info = r.u32_at(at + 4)?;
-        let kind = (info >> 24) & 0x1f;
-        let vlen = (info & 0xffff) as usize;
-        let kind_flag = info >> 31;
-        let body = at + 12;
-        let extra = match kind {
-            // INT, VAR, DECL_TAG: one u32 after the record.
-            1 | 14 | 17 => 4,
-            // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG: nothing.
-            2 | 7..=12 | 16 | 18 => 0,
-            // ARRAY: element type, index type, length.
-            3 => 12,
-            // STRUCT, UNION, DATASEC, ENUM64: 12 bytes per member / variable / value.
-            4 | 5 | 15 | 19 => 12 * vlen,
-            // ENUM, FUNC_PROTO: 8 bytes per value / parameter.
-            6 | 13 => 8 * vlen,
-            k => return Err(BtfError::UnknownKind(k)),
-        };
-        if kind == 4 && r.str_at(&strings, name_off) == strukt {
-            for i in 0..vlen {
-                let m = body + 12 * i;
-                if r.str_at(&strings, r.u32_at(m)?) == member {
-                    let raw = r.u32_at(m + 8)?;
-                    let bits = if kind_flag == 1 {
-                        raw & 0x00ff_ffff
-                    } else {
-                        raw
-                    };
-                    return Ok(bits / 8);
-                }
-            }
-            return Err(BtfError::NoMember {
-                strukt: strukt.into(),
-                member: member.into(),
-            });
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+
+struct Btf<'a> {
+    r: Reader<'a>,
+    strings: Range<usize>,
+    /// Index `i` is type id `i + 1` (id 0 is `void`).
+    types: Vec<TypeRecord>,
+}
+
+impl<'a> Btf<'a> {
+    fn parse(data: &'a [u8]) -> Result<Btf<'a>, BtfError> {
+        let r = Reader { data };
+        let magic = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        if magic != Some(MAGIC) {
+            return Err(BtfError::BadMagic);
         }
-        at = body + extra;
+        let hdr_len = r.u32_at(4)? as usize;
+        let (type_off, type_len) = (r.u32_at(8)? as usize, r.u32_at(12)? as usize);
+        let (str_off, str_len) = (r.u32_at(16)? as usize, r.u32_at(20)? as usize);
+        let range = hdr_len + type_off..hdr_len + type_off + type_len;
+        let strings = hdr_len + str_off..hdr_len + str_off + str_len;
+        let mut types = Vec::new();
+        let mut at = range.start;
+        while at < range.end {
+            let name_off = r.u32_at(at)?;
+            let info = r.u32_at(at + 4)?;
+            let kind = (info >> 24) & 0x1f;
+            let vlen = (info & 0xffff) as usize;
+            let body = at + 12;
+            let extra = match kind {
+                // INT, VAR, DECL_TAG: one u32 after the record.
+                1 | 14 | 17 => 4,
+                // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG: nothing.
+                2 | 7..=12 | 16 | 18 => 0,
+                // ARRAY: element type, index type, length.
+                3 => 12,
+                // STRUCT, UNION, DATASEC, ENUM64: 12 bytes per member / variable / value.
+                4 | 5 | 15 | 19 => 12 * vlen,
+                // ENUM, FUNC_PROTO: 8 bytes per value / parameter.
+                6 | 13 => 8 * vlen,
+                k => return Err(BtfError::UnknownKind(k)),
+            };
+            types.push(TypeRecord {
+                name_off,
+                kind,
+                vlen,
+                kind_flag: info >> 31,
+                size_or_type: r.u32_at(at + 8)?,
+                body,
+            });
+            at = body + extra;
+        }
+        Ok(Btf { r, strings, types })
     }
-    Err(BtfError::NoStruct(strukt.into()))
+
+    fn name(&self, t: &TypeRecord) -> &str {
+        self.r.str_at(&self.strings, t.name_off)
+    }
+
+    /// The record of type `id`, seen through typedefs and qualifiers.
+    fn resolved(&self, mut id: u32) -> Option<TypeRecord> {
+        // Chains of modifiers are short; the bound only guards against a malformed loop.
+        for _ in 0..32 {
+            let t = *self.types.get((id as usize).checked_sub(1)?)?;
+            match t.kind {
+                // TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG
+                8..=11 | 18 => id = t.size_or_type,
+                _ => return Some(t),
+            }
+        }
+        None
+    }
+
+    /// Bit offset of `member` in the struct or union `t`, looking inside anonymous members (the
+    /// kernel keeps e.g. `skc_daddr` in an unnamed struct inside an unnamed union).
+    fn member_bits(
+        &self,
+        t: &TypeRecord,
+        member: &str,
+        depth: u32,
+    ) -> Result<Option<u32>, BtfError> {
+        for i in 0..t.vlen {
+            let m = t.body + 12 * i;
+            let raw = self.r.u32_at(m + 8)?;
+            let bits = if t.kind_flag == 1 {
+                raw & 0x00ff_ffff
+            } else {
+                raw
+            };
+            let name = self.r.str_at(&self.strings, self.r.u32_at(m)?);
+            if name == member {
+                return Ok(Some(bits));
+            }
+            if name.is_empty()
+                && depth < 8
+                && let Some(inner) = self.resolved(self.r.u32_at(m + 4)?)
+                && matches!(inner.kind, KIND_STRUCT | KIND_UNION)
+                && let Some(found) = self.member_bits(&inner, member, depth + 1)?
+            {
+                return Ok(Some(bits + found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Byte offset of `member` in `struct strukt`, also when it sits in an anonymous struct or union.
+pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
+    let btf = Btf::parse(data)?;
+    let record = btf
+        .types
+        .iter()
+        .find(|t| t.kind == KIND_STRUCT && btf.name(t) == strukt)
+        .ok_or_else(|| BtfError::NoStruct(strukt.into()))?;
+    btf.member_bits(record, member, 0)?
+        .map(|bits| bits / 8)
+        .ok_or_else(|| BtfError::NoMember {
+            strukt: strukt.into(),
+            member: member.into(),
+        })
 }
 
 #[cfg(test)]
@@ -173,5 +252,12 @@ mod tests {
         assert_ne!(err, queue, "distinct members have distinct offsets");
         member_offset(&data, "sk_buff", "cb").expect("sk_buff.cb");
         member_offset(&data, "sock_exterr_skb", "ee").expect("sock_exterr_skb.ee");
+        // Inside `union { __addrpair skc_addrpair; struct { __be32 skc_daddr; __be32 skc_rcv_saddr; }; }`.
+        let daddr = member_offset(&data, "sock_common", "skc_daddr").expect("skc_daddr");
+        let saddr = member_offset(&data, "sock_common", "skc_rcv_saddr").expect("skc_rcv_saddr");
+        assert_eq!(saddr, daddr + 4, "the address pair is two adjacent __be32");
+        let dport = member_offset(&data, "sock_common", "skc_dport").expect("skc_dport");
+        let num = member_offset(&data, "sock_common", "skc_num").expect("skc_num");
+        assert_eq!(num, dport + 2, "the port pair is two adjacent u16");
     }
 }

@@ -83,16 +83,16 @@ impl KernelSide {
                 .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
         }
 
-        let program: &mut RawTracePoint = ebpf
-            .program_mut("inet_sk_error_report")
-            .ok_or_else(|| anyhow!("program inet_sk_error_report missing from the eBPF object"))?
-            .try_into()?;
-        program
-            .load()
-            .map_err(|e| load_error("inet_sk_error_report", e))?;
-        program
-            .attach("inet_sk_error_report")
-            .context("attaching raw tracepoint inet_sk_error_report")?;
+        for (_, name) in preflight::RAW_TRACEPOINTS {
+            let program: &mut RawTracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+                .try_into()?;
+            program.load().map_err(|e| load_error(name, e))?;
+            program
+                .attach(name)
+                .with_context(|| format!("attaching raw tracepoint {name}"))?;
+        }
 
         let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root)?;
 
@@ -122,7 +122,24 @@ fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
         btf::member_offset(&data, strukt, member)
             .with_context(|| format!("kernel BTF {}", btf_path.display()))
     };
+    // The `skc_` fields are read at their `sock_common` offsets from a `struct sock` pointer.
+    let common = offset("sock", "__sk_common")?;
+    if common != 0 {
+        anyhow::bail!(
+            "kernel BTF {}: struct sock does not start with its sock_common (offset {common})",
+            btf_path.display()
+        );
+    }
     Ok(SockOffsets {
+        skc_daddr: offset("sock_common", "skc_daddr")?,
+        skc_rcv_saddr: offset("sock_common", "skc_rcv_saddr")?,
+        skc_dport: offset("sock_common", "skc_dport")?,
+        inet_sport: offset("inet_sock", "inet_sport")?,
+        skc_family: offset("sock_common", "skc_family")?,
+        skc_state: offset("sock_common", "skc_state")?,
+        skc_v6_daddr: offset("sock_common", "skc_v6_daddr")?,
+        skc_v6_rcv_saddr: offset("sock_common", "skc_v6_rcv_saddr")?,
+        sk_protocol: offset("sock", "sk_protocol")?,
         sk_err: offset("sock", "sk_err")?,
         sk_error_queue: offset("sock", "sk_error_queue")?,
         skb_cb: offset("sk_buff", "cb")?,

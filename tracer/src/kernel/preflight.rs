@@ -5,9 +5,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use tracer_common::tracepoint::{
-    Field, inet_sock_set_state, skaddr_only, sys_exit_connect, tcp_retransmit_skb,
-};
+use tracer_common::tracepoint::{Field, sys_exit_connect};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
@@ -69,38 +67,25 @@ impl Paths {
     }
 }
 
-/// Tracepoints the kernel side attaches to, with the fields it reads.
+/// Formatted tracepoints the kernel side attaches to, with the fields it reads from their records.
 pub fn tracepoints() -> Vec<(&'static str, &'static str, Vec<Field>)> {
-    let with_addrs = |mut fields: Vec<Field>, addrs: [Field; 7]| {
-        fields.extend(addrs);
-        fields
-    };
-    vec![
-        (
-            "sock",
-            "inet_sock_set_state",
-            with_addrs(
-                inet_sock_set_state::FIELDS.into(),
-                inet_sock_set_state::ADDRS.fields(),
-            ),
-        ),
-        (
-            "tcp",
-            "tcp_retransmit_skb",
-            with_addrs(
-                tcp_retransmit_skb::FIELDS.into(),
-                tcp_retransmit_skb::ADDRS.fields(),
-            ),
-        ),
-        (
-            "syscalls",
-            "sys_exit_connect",
-            sys_exit_connect::FIELDS.into(),
-        ),
-        ("tcp", "tcp_receive_reset", skaddr_only::FIELDS.into()),
-        ("tcp", "tcp_destroy_sock", skaddr_only::FIELDS.into()),
-    ]
+    vec![(
+        "syscalls",
+        "sys_exit_connect",
+        sys_exit_connect::FIELDS.into(),
+    )]
 }
+
+/// Raw tracepoints the kernel side attaches to. Their programs read the `TP_PROTO` arguments (a
+/// `struct sock *` first) and the socket at BTF offsets, not the formatted record, so only their
+/// existence is checked.
+pub const RAW_TRACEPOINTS: [(&str, &str); 5] = [
+    ("sock", "inet_sock_set_state"),
+    ("tcp", "tcp_retransmit_skb"),
+    ("tcp", "tcp_receive_reset"),
+    ("sock", "inet_sk_error_report"),
+    ("tcp", "tcp_destroy_sock"),
+];
 
 pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
     check_capabilities()?;
@@ -110,6 +95,9 @@ pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
     ensure_tracefs(&paths.tracefs)?;
     for (category, name, fields) in tracepoints() {
         check_layout(&paths.tracefs, category, name, &fields)?;
+    }
+    for (category, name) in RAW_TRACEPOINTS {
+        check_layout(&paths.tracefs, category, name, &[])?;
     }
     cgroup2_root()
 }

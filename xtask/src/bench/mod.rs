@@ -7,8 +7,9 @@
 //! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
 //! - `report`: the tracer's JSON output, medians, the final table.
 //!
-//! Rounds are interleaved (none, tracer, conntrack, bpftrace, none, ...) and each peer's rate is
-//! compared with the no-tracer round of the same cycle, so slow drifts of a shared machine cancel out.
+//! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
+//! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts
+//! of a shared machine cancel out. Every round starts with an empty conntrack table.
 //! Every loop is bounded in count and time; Ctrl-C ends the current step and everything is cleaned up.
 // Counts here stay far below 2^52; they become rates and ratios.
 #![allow(
@@ -192,18 +193,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("no connect through the test bed succeeded; the bed is broken");
     }
 
-    let peers: Vec<Peer> = if args.peers.is_empty() {
-        Peer::ALL.to_vec()
-    } else {
-        std::iter::once(Peer::None)
-            .chain(Peer::ALL.into_iter().filter(|p| args.peers.contains(p)))
-            .collect()
-    };
-    let plan = RoundPlan {
-        peers,
-        tracer_args: args.tracer_args.clone(),
-    };
-    connect_rounds(&tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table)?;
+    let plan = RoundPlan::from_args(args);
+    connect_rounds(
+        &tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table,
+    )?;
     check_interrupted()?;
     if args.connect_only {
         drop(bed);
@@ -294,6 +287,22 @@ struct RoundPlan {
     tracer_args: Vec<String>,
 }
 
+impl RoundPlan {
+    fn from_args(args: &BenchArgs) -> RoundPlan {
+        let peers = if args.peers.is_empty() {
+            Peer::ALL.to_vec()
+        } else {
+            std::iter::once(Peer::None)
+                .chain(Peer::ALL.into_iter().filter(|p| args.peers.contains(p)))
+                .collect()
+        };
+        RoundPlan {
+            peers,
+            tracer_args: args.tracer_args.clone(),
+        }
+    }
+}
+
 /// One round's measurement.
 struct RoundResult {
     peer: Peer,
@@ -324,7 +333,11 @@ fn connect_rounds(
     // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
     // add two clock reads to every program run, so they stay out of the rounds that measure loss.
     let schedule = (0..cycles)
-        .flat_map(|c| plan.peers.iter().map(move |p| (c, *p, false)))
+        // Each cycle starts one peer later, so no peer always follows the same one.
+        .flat_map(|c| {
+            let n = plan.peers.len();
+            (0..n).map(move |i| (c, plan.peers[(i + c) % n], false))
+        })
         .chain(std::iter::once((cycles, Peer::Tracer, true)));
     for (cycle, peer, with_stats) in schedule {
         {
@@ -334,6 +347,7 @@ fn connect_rounds(
             } else {
                 None
             };
+            bed.flush_conntrack()?;
             let mut running = peers::start(peer, tracer, &plan.tracer_args, bed, dir, cycle)?;
             let load = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
             let mut tracer_out = None;

@@ -305,6 +305,25 @@ impl Testbed {
     }
 
     /// Connections the live listeners accepted so far.
+    /// Empties the node's conntrack table, so every round starts from the same state: the entries a
+    /// round leaves (closed connects linger 10 s) would otherwise slow down the round after it, and
+    /// the fastest round (no tracer) would always handicap the one that follows it.
+    pub fn flush_conntrack(&self) -> anyhow::Result<()> {
+        let out = self
+            .node
+            .command("conntrack")
+            .arg("-F")
+            .output()
+            .context("running conntrack -F in the node namespace")?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "conntrack -F in the node namespace failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
     pub fn accepted(&self) -> u64 {
         self.listeners
             .iter()
