@@ -354,6 +354,7 @@ impl Pipeline {
                 dns_pending_full: c.get(counter::DNS_PENDING_FULL),
                 dns_ring_buffer_full: c.get(counter::DNS_RINGBUF_FULL),
                 dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
+                skipped_program_runs: kernel.skipped.read(),
             },
             dns: DnsStats {
                 queries: c.get(counter::DNS_QUERIES),

@@ -282,6 +282,10 @@ pub struct Dropped {
     /// DNS servers whose healthy count could not be kept.
     #[serde(default)]
     pub dns_healthy_map_full: u64,
+    /// Runs of the kernel programs the kernel skipped because they would have nested inside another
+    /// BPF program on the same CPU: each is a state change, retransmit or syscall exit not seen.
+    #[serde(default)]
+    pub skipped_program_runs: u64,
 }
 
 impl Dropped {
@@ -295,6 +299,7 @@ impl Dropped {
             + self.dns_pending_full
             + self.dns_ring_buffer_full
             + self.dns_healthy_map_full
+            + self.skipped_program_runs
     }
 }
 

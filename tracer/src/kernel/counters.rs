@@ -79,3 +79,53 @@ impl Healthy {
         out
     }
 }
+
+/// Runs of our programs the kernel skipped: a program is not run when it would nest inside a BPF
+/// program already running on that CPU (for a formatted tracepoint, any program; for the others, the
+/// same one). The kernel counts them per program (`recursion_misses` in the program's fdinfo); each
+/// is an event that never reached us.
+pub struct SkippedRuns {
+    /// Program file descriptors, owned by the `Ebpf` that `KernelSide` keeps alive.
+    fds: Vec<std::os::fd::RawFd>,
+}
+
+impl SkippedRuns {
+    pub fn new(fds: Vec<std::os::fd::RawFd>) -> SkippedRuns {
+        SkippedRuns { fds }
+    }
+
+    /// Total over our programs; a program whose fdinfo cannot be read counts 0.
+    pub fn read(&self) -> u64 {
+        self.fds
+            .iter()
+            .filter_map(|fd| std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok())
+            .map(|text| recursion_misses(&text))
+            .sum()
+    }
+}
+
+/// `recursion_misses:` from a BPF program's fdinfo (absent on kernels before 5.12: 0).
+fn recursion_misses(fdinfo: &str) -> u64 {
+    fdinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("recursion_misses:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recursion_misses;
+
+    #[test]
+    fn reads_recursion_misses_from_fdinfo() {
+        let fdinfo = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nprog_jited:\t1\n\
+                      run_time_ns:\t0\nrun_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t99\n";
+        assert_eq!(recursion_misses(fdinfo), 17);
+        assert_eq!(
+            recursion_misses("prog_type:\t5\n"),
+            0,
+            "older kernels: absent"
+        );
+    }
+}

@@ -10,7 +10,11 @@ pub mod counters;
 pub mod dns;
 pub mod preflight;
 
-use std::{fs::File, path::PathBuf};
+use std::{
+    fs::File,
+    os::fd::{AsFd as _, AsRawFd as _},
+    path::PathBuf,
+};
 
 use anyhow::{Context as _, anyhow};
 use aya::{
@@ -21,7 +25,7 @@ use aya::{
 use tokio::io::unix::AsyncFd;
 use tracer_common::{KernelFilter, SockOffsets};
 
-use self::counters::{Counters, Healthy};
+use self::counters::{Counters, Healthy, SkippedRuns};
 
 pub struct KernelSide {
     /// Owns the programs and their links; kept alive for as long as we trace.
@@ -31,6 +35,7 @@ pub struct KernelSide {
     pub ring: AsyncFd<RingBuf<MapData>>,
     pub counters: Counters,
     pub healthy: Healthy,
+    pub skipped: SkippedRuns,
     pub dns: dns::DnsMaps,
 }
 
@@ -103,12 +108,19 @@ impl KernelSide {
             .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
         let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
+        let skipped = SkippedRuns::new(
+            ebpf.programs()
+                .filter_map(|(_, p)| p.fd().ok())
+                .map(|fd| fd.as_fd().as_raw_fd())
+                .collect(),
+        );
         Ok(KernelSide {
             _ebpf: ebpf,
             _preorder_links: preorder_links,
             ring,
             counters,
             healthy,
+            skipped,
             dns,
         })
     }

@@ -37,8 +37,8 @@
 //! - `connect` records to port 53 carry `"dns": true` (DNS over TCP).
 //! - `stats`: totals and losses: `attempts`, `established_first_syn`, `events`, `open_flows`,
 //!   `dropped` {`ring_buffer_full`, `attempts_map_full`, `healthy_map_full`,
-//!   `decode_errors`, `expired_flows`, `dns_pending_full`, `dns_ring_buffer_full`,
-//!   `dns_healthy_map_full`}, `dns` {`queries`, `healthy`, `slow_or_error`, `unanswered`, `refused`,
+//!   `decode_errors`, `expired_flows`, `conntrack_events_lost`, `dns_pending_full`,
+//!   `dns_ring_buffer_full`, `dns_healthy_map_full`, `skipped_program_runs`}, `dns` {`queries`, `healthy`, `slow_or_error`, `unanswered`, `refused`,
 //!   `stuck_sockets`, `malformed`}; written periodically and once at exit with `final: true`.
 //!
 //! Example:
