@@ -204,6 +204,41 @@ fn unreachable_network_when_there_is_no_route() {
 }
 
 #[test]
+fn no_free_local_port_when_the_ephemeral_range_is_used_up() {
+    let bed = TwoHosts::new("noport");
+    let _listener = Listener::start(&bed.server, SocketAddrV4::new(bed.server_ip, PORT));
+    // One ephemeral port in the client's namespace: a second connection to the same server has none.
+    assert!(
+        bed.client
+            .exec_ok(&["sysctl", "-w", "net.ipv4.ip_local_port_range=40000 40000"])
+    );
+    let mut tracer = tracer_for(&bed);
+    let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
+    let err = bed
+        .client
+        .run_in("tc-noport", move || {
+            let held = std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3))?;
+            let second = std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3));
+            drop(held);
+            second.map(drop)
+        })
+        .expect_err("the only local port is taken");
+    assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL), "{err}");
+    let r = tracer.expect("no free port", Duration::from_secs(5), |v| {
+        is_connect(v, dst, "failed", true)
+    });
+    assert_eq!(r["cause"], "EADDRNOTAVAIL", "{r}");
+    assert_eq!(r["syns"], 0, "no SYN left: {r}");
+    assert_eq!(r["comm"], "tc-noport", "{r}");
+    assert!(
+        r["explanation"]
+            .as_str()
+            .is_some_and(|e| e.contains("ephemeral ports")),
+        "{r}"
+    );
+}
+
+#[test]
 fn slow_when_the_first_syn_is_lost() {
     let bed = TwoHosts::new("slow");
     bed.server.nft(&nft_drop_first_syn(PORT));

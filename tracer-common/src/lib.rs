@@ -26,6 +26,9 @@ pub const FLAG_RST_RECEIVED: u16 = 1;
 pub const FLAG_ANSWERED: u16 = 2;
 /// `Attempt::flags`: the `connect()` hook saw this attempt, so `netns_cookie` and `dialed_*` are valid.
 pub const FLAG_DIALED_KNOWN: u16 = 4;
+/// `Attempt::flags`: `connect()` was called but the socket never reached `SYN_SENT` (no route, a
+/// local policy): no SYN left. Seen when the socket is destroyed; the errno stays in the syscall.
+pub const FLAG_NO_SYN: u16 = 8;
 
 /// Address families as the kernel spells them.
 pub const AF_INET: u16 = 2;
@@ -110,17 +113,20 @@ pub struct Endpoint {
 }
 const _: () = assert!(size_of::<Endpoint>() == 32);
 
-/// What the `connect()` hook remembers about one call, by `pid_tgid`, until the syscall returns.
+/// What the `connect()` hook remembers about one call, by socket cookie, until the socket enters
+/// `SYN_SENT` (or is destroyed without getting there: the connect failed before any SYN left).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dialing {
     /// The address the application passed, in its network namespace.
     pub dst: Endpoint,
-    /// The socket that entered `SYN_SENT` during this call; 0 until then. If `connect()` then fails,
-    /// its return value is that attempt's errno.
-    pub sock: u64,
+    /// The calling task, recorded in its own context.
+    pub cgroup_id: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: [u8; TASK_COMM_LEN],
 }
-const _: () = assert!(size_of::<Dialing>() == 40);
+const _: () = assert!(size_of::<Dialing>() == 64);
 
 /// Key of the healthy counters: one destination, one connecting process.
 #[repr(C)]
@@ -184,7 +190,8 @@ pub mod counter {
 /// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
 /// thousand sockets in `SYN_SENT`; a SYN flood to a black hole is the case this bound is for).
 pub const MAX_ATTEMPTS: u32 = 65_536;
-/// Capacity of `DIALED`: `connect()` calls between the hook and `SYN_SENT` (same syscall).
+/// Capacity of `DIALED`: `connect()` calls between the hook and `SYN_SENT` (same syscall), and those
+/// that failed before `SYN_SENT` until their socket is closed.
 pub const MAX_DIALED: u32 = 16_384;
 /// Capacity of the LRU `HEALTHY` map: distinct (destination, process) pairs with healthy counts.
 pub const MAX_HEALTHY_DESTINATIONS: u32 = 16_384;
@@ -314,11 +321,8 @@ const _: () = assert!(size_of::<SockError>() == 16);
 pub struct DnsConfig {
     /// Replies slower than this are sent to userspace even when NOERROR.
     pub slow_reply_ns: u64,
-    /// `struct sock_common.skc_cookie` (at offset 0 of `struct sock`), from BTF.
-    pub skc_cookie: u32,
-    pub _pad: u32,
 }
-const _: () = assert!(size_of::<DnsConfig>() == 16);
+const _: () = assert!(size_of::<DnsConfig>() == 8);
 
 /// Offsets of `struct sock` fields the kernel side reads through a raw tracepoint's `sk` pointer.
 /// They differ between kernel builds, so userspace reads them from the running kernel's BTF and
@@ -344,6 +348,9 @@ pub struct SockOffsets {
     pub skc_v6_daddr: u32,
     /// `sock_common.skc_v6_rcv_saddr`.
     pub skc_v6_rcv_saddr: u32,
+    /// `sock_common.skc_cookie`: 0 until someone asks for it (the `connect()` hook and the DNS egress
+    /// hook do).
+    pub skc_cookie: u32,
     /// `struct sock.sk_protocol` (u16).
     pub sk_protocol: u32,
     /// `struct sock.sk_err`.
@@ -355,7 +362,7 @@ pub struct SockOffsets {
     /// `struct sock_exterr_skb.ee`, the `sock_extended_err` (errno first, then origin).
     pub exterr_ee: u32,
 }
-const _: () = assert!(size_of::<SockOffsets>() == 52);
+const _: () = assert!(size_of::<SockOffsets>() == 56);
 
 /// Kernel-side filter, written into the program's read-only data before load.
 #[repr(C)]
@@ -383,26 +390,4 @@ mod user {
     unsafe impl aya::Pod for super::DnsHealthyStats {}
     unsafe impl aya::Pod for super::SockError {}
     unsafe impl aya::Pod for super::DnsConfig {}
-}
-
-/// Tracepoint field offsets the kernel programs read, from the `format` files of kernel 6.18.
-/// Userspace compares them with the running kernel's format files before loading, so a kernel with a
-/// different layout gets a clear error instead of wrong data.
-pub mod tracepoint {
-    /// One field: name in the format file, offset, size.
-    pub struct Field {
-        pub name: &'static str,
-        pub offset: usize,
-        pub size: usize,
-    }
-
-    pub mod sys_exit_connect {
-        use super::Field;
-        pub const RET: usize = 16;
-        pub const FIELDS: [Field; 1] = [Field {
-            name: "ret",
-            offset: RET,
-            size: 8,
-        }];
-    }
 }

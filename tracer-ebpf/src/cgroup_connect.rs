@@ -5,16 +5,21 @@
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
-//! Remembered by `pid_tgid` until the syscall returns (`sys_exit_connect.rs`). Always allows the call.
+//! It also records the caller (this is its own context). Remembered by socket cookie until the socket
+//! enters `SYN_SENT` (`inet_sock_set_state.rs`) or is destroyed without ever getting there: then the
+//! connect failed before any SYN left (`tcp_destroy_sock.rs`). Always allows the call.
+//!
+//! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
+//! connected yet, not for the repeated `connect()` calls that poll a non-blocking one.
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie, bpf_get_socket_cookie},
     macros::cgroup_sock_addr,
     programs::SockAddrContext,
 };
 use tracer_common::{AF_INET, AF_INET6, Dialing, Endpoint};
 
-use crate::maps::DIALED;
+use crate::maps::{DIALED, caller};
 
 const IPPROTO_TCP: u32 = 6;
 /// Return value that lets the `connect()` go ahead unchanged.
@@ -32,6 +37,14 @@ pub fn connect6(ctx: SockAddrContext) -> i32 {
     ALLOW
 }
 
+#[expect(
+    clippy::inline_always,
+    reason = "inlined into each hook, `family` is a constant and only that family's address fields are \
+              loaded, each at a constant context offset; otherwise LLVM computes a field pointer on \
+              one branch and loads through it after the merge, which the verifier rejects (modified \
+              ctx ptr)"
+)]
+#[inline(always)]
 fn remember(ctx: &SockAddrContext, family: u16) {
     // SAFETY: ctx.sock_addr is the kernel-provided context; these fields are readable in connect hooks.
     let sa = unsafe { &*ctx.sock_addr };
@@ -55,9 +68,15 @@ fn remember(ctx: &SockAddrContext, family: u16) {
         family,
         _pad: [0; 4],
     };
+    let who = caller(bpf_get_current_pid_tgid());
     let dialing = Dialing {
         dst: endpoint,
-        sock: 0,
+        cgroup_id: who.cgroup_id,
+        pid: who.pid,
+        tid: who.tid,
+        comm: who.comm,
     };
-    let _ = DIALED.insert(&bpf_get_current_pid_tgid(), &dialing, 0);
+    // SAFETY: helper valid for sock_addr programs; it also gives the socket its cookie for good.
+    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
+    let _ = DIALED.insert(&cookie, &dialing, 0);
 }

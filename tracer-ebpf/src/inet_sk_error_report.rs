@@ -21,8 +21,8 @@ use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
     maps::{ATTEMPTS, emit, now_ns, sock_offsets},
-    maps_dns::{DNS_SOCK_ERRORS, dns_config},
-    sock_fields::read,
+    maps_dns::DNS_SOCK_ERRORS,
+    sock_fields::{self, read},
 };
 
 const ECONNREFUSED: i32 = 111;
@@ -77,7 +77,7 @@ fn remember_refused_socket(sock: u64) {
     }
     // `struct sock` starts with `struct sock_common`; the cookie is 0 until someone asked for it
     // (the DNS egress hook does, for every query).
-    let cookie: u64 = read(sock + u64::from(dns_config().skc_cookie));
+    let cookie = sock_fields::cookie(sock);
     if cookie == 0 {
         return;
     }

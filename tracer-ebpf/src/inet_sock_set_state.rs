@@ -14,12 +14,12 @@ use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext,
 };
 use tracer_common::{
-    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
+    Attempt, Dialing, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
     HealthyStats, counter,
 };
 
 use crate::{
-    maps::{ATTEMPTS, DIALED, HEALTHY, caller, count, emit, filter, now_ns},
+    maps::{ATTEMPTS, Caller, DIALED, HEALTHY, caller, count, emit, filter, now_ns},
     sock_fields,
 };
 
@@ -28,6 +28,7 @@ const TCP_ESTABLISHED: i32 = 1;
 const TCP_SYN_SENT: i32 = 2;
 const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
+const EADDRNOTAVAIL: i32 = 99;
 
 #[raw_tracepoint(tracepoint = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
@@ -54,17 +55,36 @@ pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
 }
 
 fn on_syn_sent(sock: u64) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    // The connect() hook's record of this very call; sys_exit_connect removes it.
-    let dialing = DIALED.get_ptr_mut(&pid_tgid);
-    // SAFETY: copied out at once; only this thread, inside its connect(), touches its entry.
-    let dialed = dialing.map(|d| unsafe { (*d).dst }).unwrap_or_default();
+    // The connect() hook's record of this very call (same syscall): taken out here.
+    let cookie = sock_fields::cookie(sock);
+    // SAFETY: copied out at once; only this socket's connect(), under its lock, touches the entry.
+    // Not kept as an Option: a None's payload is undefined to LLVM, and the verifier rejects reading
+    // the registers it left unset.
+    let (known, dialing) = match unsafe { DIALED.get(&cookie) } {
+        Some(d) => (true, *d),
+        None => (false, Dialing::default()),
+    };
+    if known {
+        let _ = DIALED.remove(&cookie);
+    }
+    let dialed = dialing.dst;
     let wanted = filter().netns_cookie;
     if wanted != 0 && dialed.netns_cookie != wanted {
         return;
     }
     let addrs = sock_fields::addrs(sock);
-    let who = caller(pid_tgid);
+    // We run inside the connecting task's connect(); a socket the hook did not see (a kernel
+    // socket) is attributed to whoever runs.
+    let who = if known {
+        Caller {
+            cgroup_id: dialing.cgroup_id,
+            pid: dialing.pid,
+            tid: dialing.tid,
+            comm: dialing.comm,
+        }
+    } else {
+        caller(bpf_get_current_pid_tgid())
+    };
     let attempt = Attempt {
         sock,
         start_ns: now_ns(),
@@ -92,12 +112,6 @@ fn on_syn_sent(sock: u64) {
     count(counter::ATTEMPTS_STARTED);
     if ATTEMPTS.insert(&sock, &attempt, 0).is_err() {
         count(counter::ATTEMPTS_MAP_FULL);
-        return;
-    }
-    // If connect() itself fails, its return value is the only place the errno appears.
-    if let Some(d) = dialing {
-        // SAFETY: as above.
-        unsafe { (*d).sock = sock };
     }
 }
 
@@ -167,6 +181,15 @@ fn on_closed(sock: u64) {
     attempt.closed_ns = now_ns();
     attempt.saddr = addrs.saddr;
     attempt.sport = addrs.sport;
-    // The errno comes next, from inet_sk_error_report. If no report follows (the application closed
-    // the socket, or connect() failed by itself), tcp_destroy_sock or sys_exit_connect ends it.
+    if addrs.sport == 0 {
+        // Closed before a local port was bound: tcp_v4_connect found no free port for this
+        // destination (inet_hash_connect), the one failure between SYN_SENT and the SYN. No SYN
+        // left and no error report follows.
+        attempt.syn_count = 0;
+        emit(EVENT_CONNECT_END, EADDRNOTAVAIL, attempt);
+        let _ = ATTEMPTS.remove(&sock);
+    }
+    // Otherwise the errno comes next, from inet_sk_error_report. If no report follows (the
+    // application closed the socket, or an ICMP error was handled inside its connect() and kept in
+    // `soft_error`), tcp_destroy_sock ends it.
 }

@@ -23,7 +23,8 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
 #[map]
 pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
 
-/// What `connect()` was called with, by `pid_tgid`, until the syscall returns (`sys_exit_connect.rs`).
+/// What `connect()` was called with, by socket cookie, until the socket enters `SYN_SENT` or is
+/// destroyed without getting there (`cgroup_connect.rs`).
 #[map]
 pub static DIALED: LruHashMap<u64, Dialing> =
     LruHashMap::with_max_entries(MAX_DIALED, BPF_F_NO_COMMON_LRU);
@@ -53,6 +54,7 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     skc_state: 0,
     skc_v6_daddr: 0,
     skc_v6_rcv_saddr: 0,
+    skc_cookie: 0,
     sk_protocol: 0,
     sk_err: 0,
     sk_error_queue: 0,

@@ -37,8 +37,6 @@ pub static DNS_SOCK_ANSWERED: LruHashMap<u64, u64> =
 #[unsafe(no_mangle)]
 static DNS_CONFIG: DnsConfig = DnsConfig {
     slow_reply_ns: 500_000_000,
-    skc_cookie: 0,
-    _pad: 0,
 };
 
 pub fn dns_config() -> DnsConfig {

@@ -36,6 +36,11 @@ pub fn protocol(sock: u64) -> u16 {
     field(sock, sock_offsets().sk_protocol)
 }
 
+/// The socket cookie (`skc_cookie`), 0 if nobody asked for it yet.
+pub fn cookie(sock: u64) -> u64 {
+    field(sock, sock_offsets().skc_cookie)
+}
+
 /// The TCP state (`skc_state`).
 pub fn state(sock: u64) -> u8 {
     field(sock, sock_offsets().skc_state)

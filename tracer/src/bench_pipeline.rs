@@ -66,6 +66,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
         },
         services: ServiceView::new(std::time::Duration::from_mins(1)),
         dns: crate::dns::DnsTracker::new(std::time::Duration::from_secs(2), 3),
+        route_check: crate::route_check::RouteCheck::default(),
         events: 0,
         decode_errors: 0,
     };

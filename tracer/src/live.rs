@@ -122,6 +122,7 @@ async fn trace(
                 args.pipeline.dns_timeout,
                 args.pipeline.dns_stuck_after,
             ),
+            route_check: crate::route_check::RouteCheck::default(),
             events: 0,
             decode_errors: 0,
         },

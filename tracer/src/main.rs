@@ -28,6 +28,7 @@ mod netns;
 mod pipeline;
 mod record;
 mod replay;
+mod route_check;
 mod sink;
 mod tui;
 mod verdict;

@@ -74,6 +74,61 @@ pub fn spec_path(spec: &str) -> PathBuf {
     }
 }
 
+/// Runs `f` on a short-lived thread inside the namespace at `path` (the rest of the process stays
+/// where it is).
+pub fn in_netns<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, NetnsError> {
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        let enter = |source| NetnsError::Enter {
+            path: path.clone(),
+            source,
+        };
+        let ns = File::open(&path).map_err(enter)?;
+        // SAFETY: setns on a valid namespace fd; it only moves this (disposable) thread.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(enter(io::Error::last_os_error()));
+        }
+        Ok(f())
+    })
+    .join()
+    .unwrap_or_else(|_| {
+        Err(NetnsError::Enter {
+            path: PathBuf::new(),
+            source: io::Error::other("the namespace thread panicked"),
+        })
+    })
+}
+
+/// The cookie of the namespace the calling thread is in.
+pub fn current_cookie() -> io::Result<u64> {
+    // SAFETY: plain socket(2); the fd is owned by `sock` at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket nobody else owns.
+    let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let mut cookie: u64 = 0;
+    let mut len = size_of::<u64>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_NETNS_COOKIE,
+            (&raw mut cookie).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cookie)
+}
+
 /// Cookies of several namespaces, from one thread that enters each in turn.
 fn cookies_of(paths: &[PathBuf]) -> Vec<Result<u64, NetnsError>> {
     let paths = paths.to_vec();
@@ -92,35 +147,12 @@ fn cookie_in(path: &Path) -> Result<u64, NetnsError> {
     if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(enter(io::Error::last_os_error()));
     }
-    let cookie_err = |source| NetnsError::Cookie {
-        path: path.into(),
-        source,
-    };
     // An unbound socket is enough for SO_NETNS_COOKIE; binding would need the namespace's loopback
     // up, which a node's or pod's namespace does not promise.
-    // SAFETY: plain socket(2); the fd is owned by `sock` at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(cookie_err(io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is a fresh socket nobody else owns.
-    let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    let mut cookie: u64 = 0;
-    let mut len = size_of::<u64>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_NETNS_COOKIE,
-            (&raw mut cookie).cast(),
-            &raw mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(cookie_err(io::Error::last_os_error()));
-    }
-    Ok(cookie)
+    current_cookie().map_err(|source| NetnsError::Cookie {
+        path: path.into(),
+        source,
+    })
 }
 
 /// Cookie -> readable name (`host`, the `ip netns` name), rescanned when an unknown cookie shows up.

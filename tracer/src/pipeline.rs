@@ -4,14 +4,17 @@
 //! -> record -> `sink`.
 use std::{io, time::Instant};
 
+use tracer_common::FLAG_NO_SYN;
+
 use crate::{
     conntrack::services::ServiceView,
-    decode::decode,
+    decode::{KernelEvent, decode, ip_from_kernel},
     dns::{DnsTracker, is_dns_record},
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
     record::Record,
+    route_check::RouteCheck,
     sink::Sink,
 };
 
@@ -21,6 +24,8 @@ pub struct Stages {
     pub filter: DestinationFilter,
     pub services: ServiceView,
     pub dns: DnsTracker,
+    /// The errno of connects that failed before any SYN left.
+    pub route_check: RouteCheck,
     /// Records received from the kernel.
     pub events: u64,
     pub decode_errors: u64,
@@ -40,10 +45,20 @@ impl Stages {
                 }
             };
         }
-        let Ok(event) = decode(bytes) else {
+        let Ok(mut event) = decode(bytes) else {
             self.decode_errors += 1;
             return Ok(());
         };
+        if let KernelEvent::ConnectEnd { error, attempt, .. } = &mut event
+            && *error == 0
+            && attempt.flags & FLAG_NO_SYN != 0
+            && let Some(ip) = ip_from_kernel(attempt.family, attempt.daddr)
+        {
+            let dst = std::net::SocketAddr::new(ip, attempt.dport);
+            *error = self
+                .route_check
+                .errno(attempt.netns_cookie, attempt.pid, attempt.tid, dst);
+        }
         let flow = self.flows.apply(event);
         let (dst, dialed) = destinations(&flow);
         let dialed = dialed.unwrap_or(dst);

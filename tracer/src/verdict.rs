@@ -62,6 +62,8 @@ impl Verdict {
         }
         match error {
             0 if rst_received => Verdict::Refused { by: RefusedBy::Rst },
+            // No SYN ever left and nothing explains why (a route exists): errno 0 says "unknown".
+            0 if syn_count == 0 => Verdict::Failed { errno: 0 },
             0 => Verdict::Abandoned,
             libc::ECONNREFUSED | libc::ECONNRESET if rst_received => {
                 Verdict::Refused { by: RefusedBy::Rst }
@@ -107,6 +109,7 @@ impl Verdict {
             Verdict::Unreachable {
                 kind: Unreachable::Network,
             } => Some("network".into()),
+            Verdict::Failed { errno: 0 } => Some("no_syn".into()),
             Verdict::Failed { errno } => Some(errno_name(errno)),
             _ => None,
         }
@@ -175,6 +178,11 @@ impl Verdict {
                 "No free local port to connect to {dst} (EADDRNOTAVAIL): ephemeral ports are exhausted, \
                  usually by many short connections to one backend (TIME_WAIT)."
             ),
+            Verdict::Failed { errno: 0 } => format!(
+                "connect() to {dst} failed before any SYN left, though a route to it exists: a \
+                 local policy (a cgroup connect hook, an LSM) or the address itself was refused; the \
+                 application got the errno."
+            ),
             Verdict::Failed { errno } => {
                 format!("The connect to {dst} failed with {}.", errno_name(errno))
             }
@@ -241,6 +249,17 @@ mod tests {
     #[test]
     fn close_without_error_is_abandoned() {
         assert_eq!(Verdict::of_end(false, 0, false, 3), Verdict::Abandoned);
+        assert_eq!(
+            Verdict::of_end(false, 0, false, 0),
+            Verdict::Failed { errno: 0 },
+            "no SYN left and no cause known"
+        );
+        assert_eq!(
+            Verdict::of_end(false, libc::ENETUNREACH, false, 0),
+            Verdict::Unreachable {
+                kind: Unreachable::Network
+            }
+        );
     }
 
     #[test]

@@ -10,21 +10,13 @@ use aya::{
 };
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
 
-use super::{btf, load_error, take_map};
+use super::{load_error, take_map};
 
-/// The settings the DNS programs read: the slow-reply threshold and where `struct sock` keeps its
-/// cookie in the running kernel.
-pub fn config(btf_path: &Path, slow_reply: Duration) -> anyhow::Result<DnsConfig> {
-    let data = std::fs::read(btf_path)
-        .with_context(|| format!("reading kernel BTF {}", btf_path.display()))?;
-    // `__sk_common` is the first member of `struct sock`, so its members' offsets are the same in both.
-    let skc_cookie = btf::member_offset(&data, "sock_common", "skc_cookie")
-        .with_context(|| format!("kernel BTF {}", btf_path.display()))?;
-    Ok(DnsConfig {
+/// The settings the DNS programs read: the slow-reply threshold.
+pub fn config(slow_reply: Duration) -> DnsConfig {
+    DnsConfig {
         slow_reply_ns: u64::try_from(slow_reply.as_nanos()).unwrap_or(u64::MAX),
-        skc_cookie,
-        _pad: 0,
-    })
+    }
 }
 
 pub struct DnsMaps {

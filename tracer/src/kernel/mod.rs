@@ -20,7 +20,7 @@ use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{CgroupAttachMode, CgroupSockAddr, ProgramError, RawTracePoint, TracePoint},
+    programs::{CgroupAttachMode, CgroupSockAddr, ProgramError, RawTracePoint},
 };
 use tokio::io::unix::AsyncFd;
 use tracer_common::{KernelFilter, SockOffsets};
@@ -52,7 +52,7 @@ impl KernelSide {
         let paths = preflight::Paths::from_env();
         let cgroup_root = preflight::check(&paths)?;
         let sock_offsets = sock_offsets(&paths.btf)?;
-        let dns_config = dns::config(&paths.btf, dns_slow_reply)?;
+        let dns_config = dns::config(dns_slow_reply);
         let mut ebpf = EbpfLoader::new()
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
@@ -77,17 +77,6 @@ impl KernelSide {
                 &cgroup_root,
             )?);
         }
-        for (category, name, _) in preflight::tracepoints() {
-            let program: &mut TracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
-                .try_into()?;
-            program.load().map_err(|e| load_error(name, e))?;
-            program
-                .attach(category, name)
-                .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
-        }
-
         for (_, name) in preflight::RAW_TRACEPOINTS {
             let program: &mut RawTracePoint = ebpf
                 .program_mut(name)
@@ -151,6 +140,7 @@ fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
         skc_state: offset("sock_common", "skc_state")?,
         skc_v6_daddr: offset("sock_common", "skc_v6_daddr")?,
         skc_v6_rcv_saddr: offset("sock_common", "skc_v6_rcv_saddr")?,
+        skc_cookie: offset("sock_common", "skc_cookie")?,
         sk_protocol: offset("sock", "sk_protocol")?,
         sk_err: offset("sock", "sk_err")?,
         sk_error_queue: offset("sock", "sk_error_queue")?,

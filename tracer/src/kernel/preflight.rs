@@ -5,8 +5,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use tracer_common::tracepoint::{Field, sys_exit_connect};
-
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
     #[error(
@@ -33,17 +31,6 @@ pub enum PreflightError {
         source: std::io::Error,
     },
     #[error(
-        "tracepoint {tracepoint} has a different layout on this kernel: field {field} {found}, expected \
-         offset {offset} size {size}. This tracer build does not support this kernel version"
-    )]
-    Layout {
-        tracepoint: String,
-        field: String,
-        found: String,
-        offset: usize,
-        size: usize,
-    },
-    #[error(
         "no cgroup v2 mount found in /proc/mounts: mount one, e.g. mount -t cgroup2 none /sys/fs/cgroup/unified"
     )]
     NoCgroup2,
@@ -67,15 +54,6 @@ impl Paths {
     }
 }
 
-/// Formatted tracepoints the kernel side attaches to, with the fields it reads from their records.
-pub fn tracepoints() -> Vec<(&'static str, &'static str, Vec<Field>)> {
-    vec![(
-        "syscalls",
-        "sys_exit_connect",
-        sys_exit_connect::FIELDS.into(),
-    )]
-}
-
 /// Raw tracepoints the kernel side attaches to. Their programs read the `TP_PROTO` arguments (a
 /// `struct sock *` first) and the socket at BTF offsets, not the formatted record, so only their
 /// existence is checked.
@@ -93,11 +71,8 @@ pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
         return Err(PreflightError::NoBtf(paths.btf.clone()));
     }
     ensure_tracefs(&paths.tracefs)?;
-    for (category, name, fields) in tracepoints() {
-        check_layout(&paths.tracefs, category, name, &fields)?;
-    }
     for (category, name) in RAW_TRACEPOINTS {
-        check_layout(&paths.tracefs, category, name, &[])?;
+        check_exists(&paths.tracefs, category, name)?;
     }
     cgroup2_root()
 }
@@ -155,56 +130,20 @@ fn ensure_tracefs(path: &Path) -> Result<(), PreflightError> {
     Ok(())
 }
 
-fn check_layout(
-    tracefs: &Path,
-    category: &str,
-    name: &str,
-    fields: &[Field],
-) -> Result<(), PreflightError> {
+/// The tracepoint exists on this kernel (its tracefs directory has a `format` file).
+fn check_exists(tracefs: &Path, category: &str, name: &str) -> Result<(), PreflightError> {
     let path = tracefs
         .join("events")
         .join(category)
         .join(name)
         .join("format");
-    let tracepoint = format!("{category}:{name}");
-    let text = fs::read_to_string(&path).map_err(|source| PreflightError::MissingTracepoint {
-        tracepoint: tracepoint.clone(),
-        path: path.clone(),
-        source,
-    })?;
-    for field in fields {
-        let found = field_layout(&text, field.name);
-        if found != Some((field.offset, field.size)) {
-            return Err(PreflightError::Layout {
-                tracepoint,
-                field: field.name.into(),
-                found: found.map_or_else(
-                    || "is missing".into(),
-                    |(o, s)| format!("is at offset {o} size {s}"),
-                ),
-                offset: field.offset,
-                size: field.size,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Offset and size of `name` in a tracepoint `format` file (`field:__u16 sport; offset:24; size:2;`).
-fn field_layout(format: &str, name: &str) -> Option<(usize, usize)> {
-    format.lines().find_map(|line| {
-        let decl = line.trim().strip_prefix("field:")?.split(';').next()?;
-        let field_name = decl.split_whitespace().last()?;
-        let field_name = field_name.split('[').next()?;
-        if field_name != name {
-            return None;
-        }
-        let number = |key: &str| -> Option<usize> {
-            line.split(';')
-                .find_map(|part| part.trim().strip_prefix(key)?.parse().ok())
-        };
-        Some((number("offset:")?, number("size:")?))
-    })
+    fs::metadata(&path)
+        .map(drop)
+        .map_err(|source| PreflightError::MissingTracepoint {
+            tracepoint: format!("{category}:{name}"),
+            path,
+            source,
+        })
 }
 
 /// The cgroup v2 hierarchy root: `/sys/fs/cgroup` on pure v2 nodes, `/sys/fs/cgroup/unified` on hybrid.
@@ -219,21 +158,4 @@ pub fn cgroup2_root() -> Result<PathBuf, PreflightError> {
         })
         .min_by_key(|p| p.as_os_str().len())
         .ok_or(PreflightError::NoCgroup2)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const FORMAT: &str = "name: inet_sock_set_state\nformat:\n\
-        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-        \tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;\n\
-        \tfield:__u8 saddr_v6[16];\toffset:40;\tsize:16;\tsigned:0;\n";
-
-    #[test]
-    fn reads_field_layouts_from_format_files() {
-        assert_eq!(field_layout(FORMAT, "skaddr"), Some((8, 8)));
-        assert_eq!(field_layout(FORMAT, "saddr_v6"), Some((40, 16)));
-        assert_eq!(field_layout(FORMAT, "saddr"), None);
-    }
 }

@@ -3,7 +3,8 @@
 //! Record kinds (fields in `record.rs`):
 //! - `connect`: a TCP connect attempt that needs attention. `verdict` is one of `unanswered` (live,
 //!   `final: false`, re-sent at each SYN retransmit), `slow`, `refused` (`cause`: `rst` | `icmp`),
-//!   `unreachable` (`cause`: `host` | `network`), `timed_out`, `abandoned`, `failed` (`cause`: errno).
+//!   `unreachable` (`cause`: `host` | `network`), `timed_out`, `abandoned`, `failed` (`cause`: errno, or
+//!   `no_syn` when `connect()` failed before any SYN left and a route exists).
 //!   `src`, `dst`, `dialed` (the address the app passed to `connect()`, when it differs), `syns`,
 //!   `syn_sent_ms`, `errno`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`, `flow` (id shared
 //!   by an attempt's live updates and its end), `explanation` (one sentence).
