@@ -7,9 +7,14 @@
 //! that does not listen), whose entry conntrack deletes before we can look it up. So by default
 //! (`auto`) we follow them only after such a refusal was seen, and stop after a quiet period. The
 //! first refusal of a burst has no backend (its entry was gone before we subscribed); the next ones do.
-use std::time::{Duration, Instant};
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
-use crate::cli::DestroyEventsMode;
+use super::{events::DestroyedNat, netlink::Direction};
+use crate::{cli::DestroyEventsMode, clock::monotonic_now_ns};
 
 /// How long destroy events stay followed after the last refused connect whose entry was gone.
 ///
@@ -60,6 +65,111 @@ impl Demand {
     }
 }
 
+/// The destroy-event socket, opened and closed as `Demand` says, and what its absence cost.
+pub struct DestroySubscription {
+    demand: Demand,
+    /// Namespace of the node's conntrack (None: ours).
+    netns: Option<PathBuf>,
+    nat: Option<DestroyedNat>,
+    /// Kernel monotonic time the open socket was subscribed: entries destroyed before are not in it.
+    opened_ns: u64,
+    /// Destroy events lost by sockets since closed.
+    lost_closed: u64,
+    /// Opening failed (warned once): not tried again, as at start before destroy events were lazy.
+    unavailable: bool,
+    /// Refused connects (RST) whose conntrack entry was gone and that ended while destroy events were
+    /// not followed: if a Service's DNAT chose their backend, it could not be named.
+    pub refused_before_subscription: u64,
+}
+
+impl DestroySubscription {
+    /// `always` subscribes here; `auto` and `never` start closed.
+    pub fn start(netns: Option<PathBuf>, mode: DestroyEventsMode) -> DestroySubscription {
+        let mut subscription = DestroySubscription {
+            demand: Demand::new(mode, QUIET),
+            netns,
+            nat: None,
+            opened_ns: 0,
+            lost_closed: 0,
+            unavailable: false,
+            refused_before_subscription: 0,
+        };
+        subscription.tick(Instant::now());
+        subscription
+    }
+
+    /// The backend of a destroyed entry whose original direction is `original`, for a connect whose
+    /// conntrack lookup found no entry. `refused_at_ns`: the kernel time a connect refused by a RST
+    /// ended (None for other updates); such a refusal is what opens the subscription in `auto`.
+    pub fn backend_after_miss(
+        &mut self,
+        original: Direction,
+        refused_at_ns: Option<u64>,
+        now: Instant,
+    ) -> Option<SocketAddr> {
+        let backend = self.nat.as_mut().and_then(|n| n.backend_of(original));
+        if let Some(ended_ns) = refused_at_ns {
+            let followed = self.nat.is_some() && ended_ns >= self.opened_ns;
+            if backend.is_none() && !followed {
+                self.refused_before_subscription += 1;
+            }
+            self.demand.refusal_without_entry(now);
+            self.tick(now);
+        }
+        backend
+    }
+
+    /// Opens or closes the socket as the demand at `now` says (called on refusals and periodically).
+    pub fn tick(&mut self, now: Instant) {
+        let auto = self.demand.mode() == DestroyEventsMode::Auto;
+        match (self.demand.wants_open(now), self.nat.is_some()) {
+            (true, false) if !self.unavailable => match DestroyedNat::open(self.netns.as_deref()) {
+                Ok(nat) => {
+                    self.nat = Some(nat);
+                    self.opened_ns = monotonic_now_ns();
+                    if auto {
+                        eprintln!(
+                            "tracer: a refused connect had no conntrack entry left: following \
+                                 conntrack destroy events to name the backends of the next refusals \
+                                 (until {} min without one)",
+                            QUIET.as_secs() / 60
+                        );
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tracer: warning: no backends for refused Service connects: {e}");
+                    self.unavailable = true;
+                }
+            },
+            (false, true) => {
+                self.lost_closed += self.nat.take().map_or(0, |n| n.lost);
+                if auto {
+                    eprintln!(
+                        "tracer: no refused connect without a conntrack entry for {} min: no \
+                         longer following conntrack destroy events",
+                        QUIET.as_secs() / 60
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn mode(&self) -> DestroyEventsMode {
+        self.demand.mode()
+    }
+
+    /// Subscribed right now.
+    pub fn is_open(&self) -> bool {
+        self.nat.is_some()
+    }
+
+    /// Destroy events the kernel could not queue, since start.
+    pub fn lost(&self) -> u64 {
+        self.lost_closed + self.nat.as_ref().map_or(0, |n| n.lost)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,7 +209,7 @@ mod tests {
         let t = Instant::now();
         let mut demand = Demand::new(DestroyEventsMode::Auto, QUIET);
         demand.refusal_without_entry(t);
-        assert!(demand.wants_open(t + QUIET - Duration::from_secs(1)));
+        assert!(demand.wants_open(t + Duration::from_secs(QUIET.as_secs() - 1)));
         assert!(
             !demand.wants_open(t + QUIET),
             "closed once the period has passed"
