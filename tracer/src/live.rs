@@ -27,7 +27,7 @@ use crate::{
     kernel::KernelSide,
     netns::{self, Netns, NetnsNames},
     pipeline::Stages,
-    record::{DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
+    record::{ConntrackStats, DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
 
@@ -358,6 +358,11 @@ impl Pipeline {
                 queries: c.get(counter::DNS_QUERIES),
                 healthy: c.get(counter::DNS_HEALTHY_REPLIES),
                 ..self.stages.dns.stats.clone()
+            },
+            conntrack: ConntrackStats {
+                destroy_events: destroyed.mode().name().into(),
+                destroy_events_subscribed: destroyed.is_open(),
+                refused_before_subscription: destroyed.refused_before_subscription,
             },
             is_final,
         }
