@@ -47,6 +47,46 @@ fn connect_many(bed: &ServiceBed, n: usize, timeout: Duration) -> usize {
     answered
 }
 
+/// `n` connects to the Service from the client, one after the other, `gap` apart: an SRE retrying
+/// by hand, or a client retrying. Returns how many were answered.
+fn connect_one_by_one(bed: &ServiceBed, n: usize, gap: Duration) -> usize {
+    (0..n)
+        .map(|_| {
+            let answered = connect_many(bed, 1, Duration::from_secs(2));
+            std::thread::sleep(gap);
+            answered
+        })
+        .sum()
+}
+
+/// The final `refused` records, in the order the tracer wrote them, once `n` have arrived.
+fn refusals(tracer: &mut Tracer, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let refused = |t: &Tracer| -> Vec<Value> {
+        finals(t)
+            .into_iter()
+            .filter(|r| r["verdict"] == "refused")
+            .cloned()
+            .collect()
+    };
+    while refused(tracer).len() < n && std::time::Instant::now() < deadline {
+        tracer.collect_for(Duration::from_millis(300));
+    }
+    let found = refused(tracer);
+    assert_eq!(found.len(), n, "one final record per refusal: {found:?}");
+    found
+}
+
+/// The `conntrack` section of the final stats record.
+fn final_conntrack_stats(tracer: Tracer) -> Value {
+    let (_, seen, stderr) = tracer.stop();
+    let stats = seen
+        .iter()
+        .rfind(|v| v["kind"] == "stats" && v["final"] == true)
+        .unwrap_or_else(|| panic!("a final stats record; stderr:\n{stderr}"));
+    stats["conntrack"].clone()
+}
+
 fn finals(tracer: &Tracer) -> Vec<&Value> {
     tracer
         .connect_records()
@@ -146,19 +186,97 @@ fn verdicts_name_the_dropping_backend_and_shares_are_near_half() {
     );
 }
 
+/// Under `--conntrack-destroy-events auto` (the default) destroy events are followed only once a
+/// refused connect found no conntrack entry: the first refusal has no backend, the ones after it
+/// name the backend that does not listen, and the unnamed one is counted, not lost silently.
 #[test]
 fn a_backend_that_does_not_listen_is_named_in_the_refusal() {
     let bed = ServiceBed::new("deaf", 1);
     let deaf = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
     bed.service(SVC_PORT, &[(*deaf.ip(), POD_PORT)]);
     let mut tracer = tracer_for(&bed, &[]);
+    let tries = 5;
+    assert_eq!(
+        connect_one_by_one(&bed, tries, Duration::from_millis(300)),
+        0
+    );
+    let refused = refusals(&mut tracer, tries);
+    let vip = format!("{}:{SVC_PORT}", bed.vip);
+    for r in &refused {
+        assert_eq!(r["cause"], "rst", "{r}");
+    }
+    assert!(
+        refused[0].get("backend").is_none(),
+        "auto: the first refusal comes before destroy events are followed: {}",
+        refused[0]
+    );
+    let named: Vec<&Value> = refused[1..]
+        .iter()
+        .filter(|r| r["backend"] == deaf.to_string())
+        .collect();
+    assert!(
+        !named.is_empty(),
+        "a later refusal names the backend: {refused:?}"
+    );
+    for r in &named {
+        assert_eq!(r["service"], vip.as_str(), "{r}");
+    }
+    let unnamed = refused
+        .iter()
+        .filter(|r| r.get("backend").is_none())
+        .count();
+    let stderr = tracer.stderr();
+    assert!(
+        stderr.contains("following conntrack destroy events"),
+        "stderr says when auto starts following: {stderr}"
+    );
+    let conntrack = final_conntrack_stats(tracer);
+    assert_eq!(conntrack["destroy_events"], "auto", "{conntrack}");
+    assert_eq!(conntrack["destroy_events_subscribed"], true, "{conntrack}");
+    assert_eq!(
+        conntrack["refused_before_subscription"], unnamed,
+        "every refusal without its backend is counted: {conntrack}"
+    );
+}
+
+#[test]
+fn with_destroy_events_always_the_first_refusal_names_the_backend() {
+    let bed = ServiceBed::new("deafa", 1);
+    let deaf = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
+    bed.service(SVC_PORT, &[(*deaf.ip(), POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &["--conntrack-destroy-events", "always"]);
     assert_eq!(connect_many(&bed, 1, Duration::from_secs(2)), 0);
-    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
-        v["kind"] == "connect" && v["verdict"] == "refused"
-    });
+    let r = &refusals(&mut tracer, 1)[0];
     assert_eq!(r["cause"], "rst", "{r}");
     assert_eq!(r["service"], format!("{}:{SVC_PORT}", bed.vip), "{r}");
     assert_eq!(r["backend"], deaf.to_string(), "{r}");
+    let conntrack = final_conntrack_stats(tracer);
+    assert_eq!(conntrack["destroy_events"], "always", "{conntrack}");
+    assert_eq!(conntrack["destroy_events_subscribed"], true, "{conntrack}");
+    assert_eq!(conntrack["refused_before_subscription"], 0, "{conntrack}");
+}
+
+#[test]
+fn with_destroy_events_never_refusals_have_no_backend_and_are_counted() {
+    let bed = ServiceBed::new("deafn", 1);
+    let deaf = SocketAddrV4::new(bed.backend_ips[0], POD_PORT);
+    bed.service(SVC_PORT, &[(*deaf.ip(), POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &["--conntrack-destroy-events", "never"]);
+    let tries = 3;
+    assert_eq!(
+        connect_one_by_one(&bed, tries, Duration::from_millis(300)),
+        0
+    );
+    for r in refusals(&mut tracer, tries) {
+        assert!(r.get("backend").is_none(), "never subscribed: {r}");
+    }
+    let conntrack = final_conntrack_stats(tracer);
+    assert_eq!(conntrack["destroy_events"], "never", "{conntrack}");
+    assert_eq!(conntrack["destroy_events_subscribed"], false, "{conntrack}");
+    assert_eq!(
+        conntrack["refused_before_subscription"], tries,
+        "{conntrack}"
+    );
 }
 
 #[test]
@@ -253,6 +371,11 @@ fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend()
     assert_eq!(r["service"], vip.to_string(), "{r}");
     assert_eq!(r["backend"], backend.to_string(), "{r}");
     assert_eq!(r["comm"], "bash", "{r}");
-    drop(tracer);
+    // The socket named the backend: no conntrack lookup, so under the default `auto` this refusal
+    // neither needs destroy events nor opens them.
+    let conntrack = final_conntrack_stats(tracer);
+    assert_eq!(conntrack["destroy_events"], "auto", "{conntrack}");
+    assert_eq!(conntrack["destroy_events_subscribed"], false, "{conntrack}");
+    assert_eq!(conntrack["refused_before_subscription"], 0, "{conntrack}");
     drop(lb);
 }

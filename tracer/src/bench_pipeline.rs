@@ -52,7 +52,10 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
             clock: KernelClock::new(),
             netns: NetnsNames::new(),
             conntrack: None,
-            destroyed: None,
+            destroyed: crate::conntrack::subscription::DestroySubscription::start(
+                None,
+                crate::cli::DestroyEventsMode::Never,
+            ),
             // As live without cluster state: cgroup id -> path -> container on every record.
             identities: crate::identity::Identities::new(
                 crate::kernel::preflight::cgroup2_root().ok(),

@@ -49,6 +49,12 @@ pub struct PipelineArgs {
     /// node), an `ip netns` name, a path or `pid:N`.
     #[arg(long, value_name = "NS", default_value = "host")]
     pub conntrack_netns: String,
+    /// When to follow conntrack destroy events, the only place the backend of a refused Service
+    /// connect (a backend answering with a RST) still appears: `auto` from the first such refusal
+    /// until 5 minutes without one (that first refusal has no backend), `always` from the start (a
+    /// kernel cost per destroyed conntrack entry on the node), `never`.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = DestroyEventsMode::Auto)]
+    pub conntrack_destroy_events: DestroyEventsMode,
     /// Window of the per-Service view (`service` records).
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
     pub service_window: Duration,
@@ -141,6 +147,27 @@ pub struct SummaryArgs {
     /// A file written by `tracer trace --format json` (JSON lines, schema 1).
     #[arg(value_name = "FILE.jsonl")]
     pub file: PathBuf,
+}
+
+/// `--conntrack-destroy-events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DestroyEventsMode {
+    /// Subscribed after a refused connect whose conntrack entry was gone; closed after a quiet period.
+    Auto,
+    /// Subscribed from the start.
+    Always,
+    /// Never subscribed.
+    Never,
+}
+
+impl DestroyEventsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DestroyEventsMode::Auto => "auto",
+            DestroyEventsMode::Always => "always",
+            DestroyEventsMode::Never => "never",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,12 +1,15 @@
 //! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names)
 //! -> the record users read. Pod, Service and node names come from `identity/`.
-use std::net::{IpAddr, SocketAddr};
+use std::{
+    net::{IpAddr, SocketAddr},
+    time::Instant,
+};
 
 use tracer_common::FLAG_DIALED_KNOWN;
 
 use crate::conntrack::{
-    events::DestroyedNat,
-    netlink::{Conntrack, Direction},
+    netlink::{Conntrack, Direction, Entry},
+    subscription::DestroySubscription,
 };
 
 use crate::{
@@ -16,7 +19,7 @@ use crate::{
     identity::Identities,
     netns::NetnsNames,
     record::ConnectRecord,
-    verdict::errno_name,
+    verdict::{RefusedBy, Verdict, errno_name},
 };
 
 pub struct Enricher {
@@ -25,8 +28,9 @@ pub struct Enricher {
     pub identities: Identities,
     /// The node's conntrack table, for the backend behind a Service address; None if unavailable.
     pub conntrack: Option<Conntrack>,
-    /// Entries conntrack already destroyed (a RST kills an unanswered entry at once).
-    pub destroyed: Option<DestroyedNat>,
+    /// Entries conntrack already destroyed (a RST kills an unanswered entry at once), followed as
+    /// `--conntrack-destroy-events` says.
+    pub destroyed: DestroySubscription,
     /// The last record time formatted, by kernel millisecond: records come in bursts.
     pub last_time: (u64, String),
 }
@@ -56,7 +60,9 @@ pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
 
 impl Enricher {
     /// Socket-level LB: the app dialled the Service, the socket holds the backend. Otherwise ask
-    /// conntrack whether the socket's destination was DNAT'd (kube-proxy) and to which backend.
+    /// conntrack whether the socket's destination was DNAT'd (kube-proxy) and to which backend; if
+    /// the entry is gone, the destroy events. A refusal by RST with no entry left is what makes
+    /// `auto` follow destroy events.
     pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
         let (dst, dialed) = destinations(flow);
         if let Some(service) = dialed {
@@ -75,10 +81,20 @@ impl Enricher {
             .conntrack
             .as_mut()
             .and_then(|c| c.get(original).ok().flatten());
-        let backend = match live.and_then(|entry| entry.backend()) {
-            Some(backend) => backend,
-            None => self.destroyed.as_mut()?.backend_of(original)?,
-        };
+        if let Some(backend) = live.as_ref().and_then(Entry::backend) {
+            return Some(ServiceBackend {
+                service: dst,
+                backend,
+            });
+        }
+        let refused_without_entry = live.is_none()
+            && flow.is_final
+            && flow.verdict == Verdict::Refused { by: RefusedBy::Rst };
+        let backend = self.destroyed.backend_after_miss(
+            original,
+            refused_without_entry.then_some(flow.at_ns),
+            Instant::now(),
+        )?;
         Some(ServiceBackend {
             service: dst,
             backend,

@@ -15,9 +15,9 @@ use crate::{
     clock::{KernelClock, monotonic_now_ns, rfc3339},
     conntrack::{
         dumper::{DumpResult, Dumper},
-        events::DestroyedNat,
         netlink::Conntrack,
         services::ServiceView,
+        subscription::DestroySubscription,
     },
     decode::{comm_to_string, ip_from_kernel},
     enrich::Enricher,
@@ -27,7 +27,7 @@ use crate::{
     kernel::KernelSide,
     netns::{self, Netns, NetnsNames},
     pipeline::Stages,
-    record::{DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
+    record::{ConntrackStats, DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
     sink::{Sink, json::JsonSink, text::TextSink},
 };
 
@@ -93,9 +93,10 @@ async fn trace(
     let conntrack = Conntrack::open(conntrack_netns.as_deref())
         .map_err(|e| eprintln!("tracer: warning: no Service backends: {e}"))
         .ok();
-    let destroyed = DestroyedNat::open(conntrack_netns.as_deref())
-        .map_err(|e| eprintln!("tracer: warning: no backends for refused Service connects: {e}"))
-        .ok();
+    let destroyed = DestroySubscription::start(
+        conntrack_netns.clone(),
+        args.pipeline.conntrack_destroy_events,
+    );
     let dumper = Dumper::start(
         conntrack_netns,
         args.stats_interval,
@@ -210,6 +211,7 @@ async fn event_loop(
             }
             _ = stats_tick.tick() => {
                 pipeline.stages.flows.expire(monotonic_now_ns());
+                pipeline.stages.enricher.destroyed.tick(Instant::now());
                 let stages = &mut pipeline.stages;
                 for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
                     sink.write(&record)?;
@@ -334,6 +336,7 @@ impl Pipeline {
 
     fn stats(&self, kernel: &KernelSide, is_final: bool) -> StatsRecord {
         let c = kernel.counters.read();
+        let destroyed = &self.stages.enricher.destroyed;
         StatsRecord {
             time: rfc3339(std::time::SystemTime::now()),
             attempts: c.get(counter::ATTEMPTS_STARTED),
@@ -346,12 +349,7 @@ impl Pipeline {
                 healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
                 decode_errors: self.stages.decode_errors,
                 expired_flows: self.stages.flows.expired,
-                conntrack_events_lost: self
-                    .stages
-                    .enricher
-                    .destroyed
-                    .as_ref()
-                    .map_or(0, |d| d.lost),
+                conntrack_events_lost: destroyed.lost(),
                 dns_pending_full: c.get(counter::DNS_PENDING_FULL),
                 dns_ring_buffer_full: c.get(counter::DNS_RINGBUF_FULL),
                 dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
@@ -361,6 +359,11 @@ impl Pipeline {
                 queries: c.get(counter::DNS_QUERIES),
                 healthy: c.get(counter::DNS_HEALTHY_REPLIES),
                 ..self.stages.dns.stats.clone()
+            },
+            conntrack: ConntrackStats {
+                destroy_events: destroyed.mode().name().into(),
+                destroy_events_subscribed: destroyed.is_open(),
+                refused_before_subscription: destroyed.refused_before_subscription,
             },
             is_final,
         }

@@ -252,9 +252,25 @@ pub struct StatsRecord {
     pub dropped: Dropped,
     #[serde(default)]
     pub dns: DnsStats,
+    #[serde(default)]
+    pub conntrack: ConntrackStats,
     /// True on the last record, written at exit.
     #[serde(rename = "final")]
     pub is_final: bool,
+}
+
+/// The conntrack destroy-event subscription (`--conntrack-destroy-events`), where refused Service
+/// connects find their backend once conntrack has deleted the entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConntrackStats {
+    /// The mode: `auto`, `always` or `never`.
+    pub destroy_events: String,
+    /// Subscribed right now.
+    pub destroy_events_subscribed: bool,
+    /// Refused connects (RST) with no conntrack entry left that ended while destroy events were not
+    /// followed (in `auto`, the first refusal of a burst): reported, but if a Service's DNAT chose
+    /// their backend, it is not named. Not a loss of records, so not in `dropped`.
+    pub refused_before_subscription: u64,
 }
 
 /// Everything lost, by cause. Any non-zero value means some flows were not reported.

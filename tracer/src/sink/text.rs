@@ -137,14 +137,21 @@ impl<W: Write> TextSink<W> {
         )
     }
 
+    /// Written when something was lost, and at exit.
     fn stats(&mut self, s: &StatsRecord) -> io::Result<()> {
         let lost = s.dropped.total();
         if lost == 0 && !s.is_final {
             return Ok(());
         }
+        // Refusals whose backend could not be named (destroy events not followed yet): not a loss
+        // of records, said beside the drops so that it is not missed either.
+        let unnamed = match s.conntrack.refused_before_subscription {
+            0 => String::new(),
+            n => format!(" refused_before_subscription={n}"),
+        };
         writeln!(
             self.out,
-            "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}",
+            "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}{unnamed}",
             "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
         )
     }
@@ -215,6 +222,26 @@ mod tests {
                 "10.244.154.32:8080 answered with a RST: the host is up but nothing listens on that port.",
                 "[ENDPOINT DOES NOT LISTEN] Refused by pod app/worker-2 (Deployment worker), ...",
             ]
+        );
+    }
+
+    #[test]
+    fn the_final_stats_line_says_how_many_refusals_had_no_backend_named() {
+        let mut stats = StatsRecord {
+            is_final: true,
+            ..StatsRecord::default()
+        };
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&Record::Stats(stats.clone())).expect("write");
+        stats.conntrack.refused_before_subscription = 2;
+        sink.write(&Record::Stats(stats)).expect("write");
+        let text = String::from_utf8(sink.out).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(!lines[0].contains("refused_before_subscription"), "{text}");
+        assert!(
+            lines[1].ends_with(" refused_before_subscription=2"),
+            "{text}"
         );
     }
 

@@ -206,6 +206,27 @@ fn summary_ranks_worst_first() {
     insta::assert_snapshot!("summary_dead_backend", super::summary::render(&s));
 }
 
+#[test]
+fn summary_says_when_refusals_came_before_destroy_events_were_followed() {
+    let mut s = state_of(REFUSED_TWO_OF_SIX);
+    let before = super::summary::render(&s);
+    assert!(!before.contains("no backend named"), "{before}");
+    s.apply(Record::Stats(crate::record::StatsRecord {
+        is_final: true,
+        conntrack: crate::record::ConntrackStats {
+            destroy_events: "auto".into(),
+            destroy_events_subscribed: true,
+            refused_before_subscription: 1,
+        },
+        ..crate::record::StatsRecord::default()
+    }));
+    let after = super::summary::render(&s);
+    assert!(
+        after.contains("refused with no backend named: 1 ("),
+        "{after}"
+    );
+}
+
 fn options() -> Options {
     Options {
         clock: Clock::Records,

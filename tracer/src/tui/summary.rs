@@ -30,6 +30,14 @@ pub fn render(state: &State) -> String {
                 s.dropped.total(),
                 dropped_text(&s.dropped)
             );
+            if s.conntrack.refused_before_subscription > 0 {
+                let _ = writeln!(
+                    out,
+                    "refused with no backend named: {} (their conntrack entry was gone before \
+                     destroy events were followed: --conntrack-destroy-events)",
+                    s.conntrack.refused_before_subscription
+                );
+            }
         }
         None => out.push_str("no stats record: drops unknown\n"),
     }
