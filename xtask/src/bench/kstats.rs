@@ -43,6 +43,8 @@ pub struct ProgStat {
     pub name: String,
     pub run_time_ns: u64,
     pub run_cnt: u64,
+    /// Runs the kernel skipped: the program would have nested inside itself on that CPU.
+    pub recursion_misses: u64,
 }
 
 /// fdinfo text of every fd of `pid` whose link target is `kind`.
@@ -83,6 +85,7 @@ pub fn prog_stats(pid: u32) -> Vec<ProgStat> {
             name: String::new(),
             run_time_ns: field(&info, "run_time_ns").unwrap_or(0),
             run_cnt: field(&info, "run_cnt").unwrap_or(0),
+            recursion_misses: field(&info, "recursion_misses").unwrap_or(0),
         });
     }
     let mut stats: Vec<ProgStat> = by_id.into_values().collect();

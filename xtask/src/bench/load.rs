@@ -60,6 +60,8 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// How long a connect may wait for its answer.
     pub timeout: Duration,
+    /// Connects started per second over all threads; None: as fast as the machine allows.
+    pub rate: Option<f64>,
 }
 
 /// Runs the connect load from `threads` threads in namespace `ns` against `target`.
@@ -118,7 +120,7 @@ fn load_thread(
     cfg: LoadConfig,
     ports: std::ops::Range<u16>,
 ) -> anyhow::Result<LoadResult> {
-    let mut next_port = ports.start;
+    let mut port = (ports.clone(), ports.start);
     // SAFETY: epoll_create1(2); the fd is closed by the guard below.
     let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if epfd < 0 {
@@ -135,6 +137,7 @@ fn load_thread(
     let load_end = start + cfg.duration;
     // Connects in flight at the end get their timeout to finish, then are cut.
     let hard_end = load_end + cfg.timeout + Duration::from_millis(200);
+    let mut pacer = Pacer::new(&cfg, start);
     let in_flight = |slots: &[Option<Slot>]| slots.iter().any(Option::is_some);
 
     loop {
@@ -145,16 +148,12 @@ fn load_thread(
         }
         if loading {
             while let Some(i) = free.pop() {
+                if !pacer.may_start() {
+                    free.push(i);
+                    break;
+                }
                 generation = generation.wrapping_add(1);
-                match start_connect(epfd, target, i, generation, || {
-                    let p = next_port;
-                    next_port = if next_port + 1 >= ports.end {
-                        ports.start
-                    } else {
-                        next_port + 1
-                    };
-                    p
-                }) {
+                match start_connect(epfd, target, i, generation, || next_port(&mut port)) {
                     Ok(Some(fd)) => {
                         slots[i] = Some(Slot { fd, generation });
                         deadlines.push_back((i, generation, Instant::now() + cfg.timeout));
@@ -221,6 +220,47 @@ fn load_thread(
         .saturating_duration_since(start)
         .min(start.elapsed());
     Ok(result)
+}
+
+/// The next source port of `range`, round-robin (`cursor` is the one to hand out).
+fn next_port((range, cursor): &mut (std::ops::Range<u16>, u16)) -> u16 {
+    let p = *cursor;
+    *cursor = if p + 1 >= range.end {
+        range.start
+    } else {
+        p + 1
+    };
+    p
+}
+
+/// A thread's share of a paced rate: one start per interval; after a wait, the missed starts come in
+/// a burst so the mean rate holds.
+struct Pacer {
+    interval: Option<Duration>,
+    next: Instant,
+}
+
+impl Pacer {
+    fn new(cfg: &LoadConfig, start: Instant) -> Pacer {
+        Pacer {
+            interval: cfg
+                .rate
+                .map(|r| Duration::from_secs_f64(cfg.threads as f64 / r.max(1.0))),
+            next: start,
+        }
+    }
+
+    /// Whether a connect may start now (and then counts it).
+    fn may_start(&mut self) -> bool {
+        let Some(interval) = self.interval else {
+            return true;
+        };
+        if Instant::now() < self.next {
+            return false;
+        }
+        self.next += interval;
+        true
+    }
 }
 
 /// Starts one non-blocking connect from a source port `next_port` gives. `Ok(Some(fd))`: in

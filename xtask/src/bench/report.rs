@@ -55,7 +55,17 @@ pub fn read_tracer_output(path: &Path, netns: &str, dst: &str) -> anyhow::Result
                 out.dropped_total = d
                     .as_object()
                     .map_or(0, |o| o.values().filter_map(Value::as_u64).sum());
-                out.dropped = d.to_string();
+                // Only the causes that happened: "skipped_program_runs=12, ring_buffer_full=3".
+                out.dropped = d
+                    .as_object()
+                    .map(|o| {
+                        o.iter()
+                            .filter(|(_, v)| v.as_u64().unwrap_or(0) > 0)
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
             }
             _ => {}
         }
