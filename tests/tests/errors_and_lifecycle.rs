@@ -128,8 +128,8 @@ fn prog_exists(id: u32) -> bool {
 fn programs_detach_on(signal: libc::c_int) {
     let tracer = Tracer::start(&[]);
     let ids = prog_ids_of(tracer.pid());
-    // 7 TCP programs (2 connect hooks, 5 raw tracepoints) and the 2 DNS `cgroup_skb` programs.
-    assert_eq!(ids.len(), 9, "all programs loaded: {ids:?}");
+    // 8 TCP programs (2 connect hooks, 6 on raw tracepoints) and the 2 DNS `cgroup_skb` programs.
+    assert_eq!(ids.len(), 10, "all programs loaded: {ids:?}");
     assert!(ids.iter().all(|&id| prog_exists(id)));
     let (ok, records, stderr) = tracer.stop_with(signal);
     assert!(ok, "clean exit on signal {signal}: {stderr}");

@@ -113,21 +113,6 @@ pub struct Endpoint {
 }
 const _: () = assert!(size_of::<Endpoint>() == 32);
 
-/// What the `connect()` hook remembers about one call, by socket cookie, until the socket enters
-/// `SYN_SENT` (or is destroyed without getting there: the connect failed before any SYN left).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Dialing {
-    /// The address the application passed, in its network namespace.
-    pub dst: Endpoint,
-    /// The calling task, recorded in its own context.
-    pub cgroup_id: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: [u8; TASK_COMM_LEN],
-}
-const _: () = assert!(size_of::<Dialing>() == 64);
-
 /// Key of the healthy counters: one destination, one connecting process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -190,9 +175,6 @@ pub mod counter {
 /// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
 /// thousand sockets in `SYN_SENT`; a SYN flood to a black hole is the case this bound is for).
 pub const MAX_ATTEMPTS: u32 = 65_536;
-/// Capacity of `DIALED`: `connect()` calls between the hook and `SYN_SENT` (same syscall), and those
-/// that failed before `SYN_SENT` until their socket is closed.
-pub const MAX_DIALED: u32 = 16_384;
 /// Capacity of the LRU `HEALTHY` map: distinct (destination, process) pairs with healthy counts.
 pub const MAX_HEALTHY_DESTINATIONS: u32 = 16_384;
 /// Ring buffer size in bytes (power of two, multiple of the page size).
@@ -379,7 +361,6 @@ mod user {
     unsafe impl aya::Pod for super::Attempt {}
     unsafe impl aya::Pod for super::ConnectEvent {}
     unsafe impl aya::Pod for super::Endpoint {}
-    unsafe impl aya::Pod for super::Dialing {}
     unsafe impl aya::Pod for super::HealthyStats {}
     unsafe impl aya::Pod for super::HealthyKey {}
     unsafe impl aya::Pod for super::SockOffsets {}

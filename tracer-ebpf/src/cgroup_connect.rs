@@ -5,21 +5,22 @@
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
-//! It also records the caller (this is its own context). Remembered by socket cookie until the socket
-//! enters `SYN_SENT` (`inet_sock_set_state.rs`) or is destroyed without ever getting there: then the
-//! connect failed before any SYN left (`tcp_destroy_sock.rs`). Always allows the call.
+//! It also records the caller (this is its own context), and opens the attempt in `ATTEMPTS`, keyed
+//! by the socket's kernel address (the `sk` every later hook gets). `inet_sock_set_state.rs` completes
+//! it at `SYN_SENT`; one destroyed without ever getting there failed before any SYN left
+//! (`tcp_destroy_sock.rs`). Always allows the call.
 //!
 //! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
 //! connected yet, not for the repeated `connect()` calls that poll a non-blocking one.
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie, bpf_get_socket_cookie},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
     macros::cgroup_sock_addr,
     programs::SockAddrContext,
 };
-use tracer_common::{AF_INET, AF_INET6, Dialing, Endpoint};
+use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
 
-use crate::maps::{DIALED, caller};
+use crate::maps::{ATTEMPTS, caller, count, filter};
 
 const IPPROTO_TCP: u32 = 6;
 /// Return value that lets the `connect()` go ahead unchanged.
@@ -59,24 +60,35 @@ fn remember(ctx: &SockAddrContext, family: u16) {
             addr[i * 4..i * 4 + 4].copy_from_slice(&word.to_ne_bytes());
         }
     }
-    let endpoint = Endpoint {
-        // SAFETY: helper valid for sock_addr programs.
-        netns_cookie: unsafe { bpf_get_netns_cookie(ctx.as_ptr()) },
-        addr,
-        // user_port holds the port in network order in its low 16 bits.
-        port: u16::from_be(sa.user_port as u16),
-        family,
-        _pad: [0; 4],
-    };
+    // SAFETY: helper valid for sock_addr programs.
+    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
+    let wanted = filter().netns_cookie;
+    if wanted != 0 && netns_cookie != wanted {
+        return;
+    }
+    // SAFETY: `sk` is the socket being connected, always set in connect hooks. Its address as a
+    // number is the attempt's key (a privileged loader may store a pointer's value).
+    let sock = unsafe { sa.__bindgen_anon_1.sk } as u64;
+    // user_port holds the port in network order in its low 16 bits.
+    let port = u16::from_be(sa.user_port as u16);
     let who = caller(bpf_get_current_pid_tgid());
-    let dialing = Dialing {
-        dst: endpoint,
+    let attempt = Attempt {
+        sock,
+        netns_cookie,
         cgroup_id: who.cgroup_id,
         pid: who.pid,
         tid: who.tid,
         comm: who.comm,
+        daddr: addr,
+        dialed_addr: addr,
+        family,
+        dport: port,
+        dialed_port: port,
+        flags: FLAG_DIALED_KNOWN,
+        ..Attempt::default()
     };
-    // SAFETY: helper valid for sock_addr programs; it also gives the socket its cookie for good.
-    let cookie = unsafe { bpf_get_socket_cookie(ctx.as_ptr()) };
-    let _ = DIALED.insert(&cookie, &dialing, 0);
+    count(counter::ATTEMPTS_STARTED);
+    if ATTEMPTS.insert(&sock, &attempt, 0).is_err() {
+        count(counter::ATTEMPTS_MAP_FULL);
+    }
 }

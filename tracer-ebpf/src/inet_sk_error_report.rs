@@ -26,6 +26,8 @@ use crate::{
 };
 
 const ECONNREFUSED: i32 = 111;
+const ECONNRESET: i32 = 104;
+const EPIPE: i32 = 32;
 
 /// `sock_extended_err.ee_origin` values of errors that came from ICMP or `ICMPv6`.
 const SO_EE_ORIGIN_ICMP: u8 = 2;
@@ -36,6 +38,12 @@ const QUEUE_PREV: u64 = 8;
 #[raw_tracepoint(tracepoint = "inet_sk_error_report")]
 pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     let sock: u64 = ctx.arg(0);
+    // A reset of an established connection (every connection a client closes with RST): not a
+    // connect attempt (in SYN_SENT a RST is ECONNREFUSED) and not DNS. Return before the table.
+    let early: i32 = read(sock + u64::from(sock_offsets().sk_err));
+    if early == ECONNRESET || early == EPIPE {
+        return 0;
+    }
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
         remember_refused_socket(sock);
         return 0;

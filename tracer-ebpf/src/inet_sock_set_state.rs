@@ -2,24 +2,33 @@
 //! exactly what a connect attempt is: `CLOSE -> SYN_SENT` when `connect()` starts, then `SYN_SENT ->
 //! ESTABLISHED` (answered) or `SYN_SENT -> CLOSE` (refused, unreachable, timed out or abandoned).
 //!
-//! At `CLOSE -> SYN_SENT` we run in the connecting task (inside `tcp_v4_connect`), so pid, comm and cgroup
-//! are recorded here; later hooks run in softirq or timer context where "current" is whoever ran.
-//! The source port is still 0 at that moment; the socket address is the join key instead.
+//! The attempt was opened by the `connect()` hook (`cgroup_connect.rs`: caller, namespace, dialled
+//! address), keyed by the socket's address, which every later hook gets as its `sk` argument. At
+//! `CLOSE -> SYN_SENT` the socket knows its route: addresses are added and the clock starts. The
+//! source port is still 0 at that moment.
 //!
 //! A raw tracepoint: `TP_PROTO(const struct sock *sk, const int oldstate, const int newstate)`. The
 //! states are arguments, so the ~6 other transitions of a short connection (the server side, the
 //! close) return after two comparisons; the protocol and addresses are read from the socket only for
 //! the transitions of a connect (`sock_fields.rs`).
+//!
+//! Two programs on the one tracepoint, because the kernel does not run a raw tracepoint program
+//! inside itself: when a softirq interrupts a run on the same CPU, the nested run is skipped (counted
+//! in `recursion_misses`). `syn_sent_enter` does the long work (maps, helpers) in process context,
+//! inside `connect()`; a softirq landing then may carry the SYN-ACK of another connect. That
+//! transition goes to `syn_sent_leave`, which is not running, so it is not lost. What
+//! `syn_sent_enter` itself skips is harmless: a nested run is a softirq's transition, and
+//! `CLOSE -> SYN_SENT` never happens in a softirq (userspace leaves those misses out of `dropped`).
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext,
 };
 use tracer_common::{
-    Attempt, Dialing, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
+    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
     HealthyStats, counter,
 };
 
 use crate::{
-    maps::{ATTEMPTS, Caller, DIALED, HEALTHY, caller, count, emit, filter, now_ns},
+    maps::{ATTEMPTS, HEALTHY, caller, count, emit, filter, now_ns},
     sock_fields,
 };
 
@@ -30,88 +39,83 @@ const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
 const EADDRNOTAVAIL: i32 = 99;
 
+/// `CLOSE -> SYN_SENT`: a connect starts (process context).
 #[raw_tracepoint(tracepoint = "inet_sock_set_state")]
-pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
+pub fn syn_sent_enter(ctx: RawTracePointContext) -> i32 {
     let old: i32 = ctx.arg(1);
     let new: i32 = ctx.arg(2);
-    let connecting = matches!(
-        (old, new),
-        (TCP_CLOSE, TCP_SYN_SENT) | (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV | TCP_CLOSE)
-    );
-    if !connecting {
+    if (old, new) != (TCP_CLOSE, TCP_SYN_SENT) {
         return 0;
     }
     let sock: u64 = ctx.arg(0);
     // MPTCP sockets pass here too.
-    if sock_fields::protocol(sock) != IPPROTO_TCP {
+    if sock_fields::protocol(sock) == IPPROTO_TCP {
+        on_syn_sent(sock);
+    }
+    0
+}
+
+/// `SYN_SENT -> ESTABLISHED | SYN_RECV | CLOSE`: a connect is answered or ends (mostly softirq).
+#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
+pub fn syn_sent_leave(ctx: RawTracePointContext) -> i32 {
+    let old: i32 = ctx.arg(1);
+    if old != TCP_SYN_SENT {
         return 0;
     }
+    let new: i32 = ctx.arg(2);
+    let sock: u64 = ctx.arg(0);
     match new {
-        TCP_SYN_SENT => on_syn_sent(sock),
         TCP_CLOSE => on_closed(sock),
-        _ => on_answered(sock),
+        TCP_ESTABLISHED | TCP_SYN_RECV => on_answered(sock),
+        _ => {}
     }
     0
 }
 
 fn on_syn_sent(sock: u64) {
-    // The connect() hook's record of this very call (same syscall): taken out here.
-    let cookie = sock_fields::cookie(sock);
-    // SAFETY: copied out at once; only this socket's connect(), under its lock, touches the entry.
-    // Not kept as an Option: a None's payload is undefined to LLVM, and the verifier rejects reading
-    // the registers it left unset.
-    let (known, dialing) = match unsafe { DIALED.get(&cookie) } {
-        Some(d) => (true, *d),
-        None => (false, Dialing::default()),
-    };
-    if known {
-        let _ = DIALED.remove(&cookie);
-    }
-    let dialed = dialing.dst;
-    let wanted = filter().netns_cookie;
-    if wanted != 0 && dialed.netns_cookie != wanted {
+    let addrs = sock_fields::addrs(sock);
+    let now = now_ns();
+    // Opened by the connect() hook in this very call: complete it with what the socket knows now.
+    if let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) {
+        // SAFETY: map value pointer from a successful lookup; this socket's connect() holds its lock.
+        let attempt = unsafe { &mut *attempt };
+        attempt.start_ns = now;
+        attempt.closed_ns = 0;
+        attempt.saddr = addrs.saddr;
+        attempt.daddr = addrs.daddr;
+        attempt.family = addrs.family;
+        attempt.sport = addrs.sport;
+        attempt.dport = addrs.dport;
+        attempt.syn_count = 1;
+        attempt.flags &= FLAG_DIALED_KNOWN;
+        attempt.soft_error = 0;
         return;
     }
-    let addrs = sock_fields::addrs(sock);
-    // We run inside the connecting task's connect(); a socket the hook did not see (a kernel
-    // socket) is attributed to whoever runs.
-    let who = if known {
-        Caller {
-            cgroup_id: dialing.cgroup_id,
-            pid: dialing.pid,
-            tid: dialing.tid,
-            comm: dialing.comm,
-        }
-    } else {
-        caller(bpf_get_current_pid_tgid())
-    };
+    // A socket the hook did not see (a kernel socket): its namespace is unknown, so it is followed
+    // only without a namespace filter, attributed to whoever runs.
+    if filter().netns_cookie != 0 {
+        return;
+    }
+    let who = caller(bpf_get_current_pid_tgid());
     let attempt = Attempt {
         sock,
-        start_ns: now_ns(),
-        netns_cookie: dialed.netns_cookie,
+        start_ns: now,
         cgroup_id: who.cgroup_id,
-        closed_ns: 0,
         pid: who.pid,
         tid: who.tid,
         comm: who.comm,
         saddr: addrs.saddr,
         daddr: addrs.daddr,
-        dialed_addr: dialed.addr,
         family: addrs.family,
         sport: addrs.sport,
         dport: addrs.dport,
-        dialed_port: dialed.port,
         syn_count: 1,
-        flags: if dialed.family != 0 {
-            FLAG_DIALED_KNOWN
-        } else {
-            0
-        },
-        soft_error: 0,
+        ..Attempt::default()
     };
-    count(counter::ATTEMPTS_STARTED);
-    if ATTEMPTS.insert(&sock, &attempt, 0).is_err() {
-        count(counter::ATTEMPTS_MAP_FULL);
+    // Not counted when the table is full: an application's attempt that did not fit was counted by
+    // the connect() hook and comes here too; kernel sockets rarely connect.
+    if ATTEMPTS.insert(&sock, &attempt, 0).is_ok() {
+        count(counter::ATTEMPTS_STARTED);
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The path of one connect attempt through the kernel side:
 //! - `cgroup_connect.rs`: `connect()` entry; remember the namespace and the address the app dialled.
-//! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` opens an attempt; leaving `SYN_SENT` answers or
+//! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` opens an attempt (`syn_sent_enter`); leaving
+//!   `SYN_SENT` (`syn_sent_leave`) answers or
 //!   closes it.
 //! - `tcp_retransmit_skb.rs`: every SYN retransmit is counted and sent live (the black hole, as it
 //!   happens).

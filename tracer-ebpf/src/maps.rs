@@ -2,32 +2,26 @@
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     macros::map,
-    maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Attempt, ConnectEvent, Dialing, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
-    MAX_DIALED, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+    Attempt, ConnectEvent, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
+    MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
 };
 
-/// LRU maps written on every connect keep one LRU list per CPU: no cross-CPU lock on insert. Each CPU
-/// then holds at most `max_entries / CPUs`; entries here live for one syscall (`DIALED`) or are
-/// counters (`HEALTHY`), so that is plenty.
+/// The LRU map written on every connect keeps one LRU list per CPU: no cross-CPU lock on insert. Each
+/// CPU then holds at most `max_entries / CPUs`; its entries are counters (`HEALTHY`), so that is
+/// plenty.
 const BPF_F_NO_COMMON_LRU: u32 = 2;
 
 /// Records for userspace: only attempts that need attention.
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
 
-/// Open connect attempts by socket address. A plain hash (not LRU) so that a full map is a counted
+/// Open connect attempts by socket address, from the `connect()` hook to their end. A plain hash (not LRU) so that a full map is a counted
 /// failure (`ATTEMPTS_MAP_FULL`) rather than a silent eviction.
 #[map]
 pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
-
-/// What `connect()` was called with, by socket cookie, until the socket enters `SYN_SENT` or is
-/// destroyed without getting there (`cgroup_connect.rs`).
-#[map]
-pub static DIALED: LruHashMap<u64, Dialing> =
-    LruHashMap::with_max_entries(MAX_DIALED, BPF_F_NO_COMMON_LRU);
 
 /// Healthy connects per destination, read (and summed over CPUs) by userspace periodically. Per-CPU so
 /// the hot path needs no atomics.

@@ -77,15 +77,15 @@ impl KernelSide {
                 &cgroup_root,
             )?);
         }
-        for (_, name) in preflight::RAW_TRACEPOINTS {
+        for (_, tracepoint, name) in preflight::RAW_TRACEPOINTS {
             let program: &mut RawTracePoint = ebpf
                 .program_mut(name)
                 .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
                 .try_into()?;
             program.load().map_err(|e| load_error(name, e))?;
             program
-                .attach(name)
-                .with_context(|| format!("attaching raw tracepoint {name}"))?;
+                .attach(tracepoint)
+                .with_context(|| format!("attaching {name} to raw tracepoint {tracepoint}"))?;
         }
 
         let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root)?;
@@ -99,6 +99,7 @@ impl KernelSide {
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
         let skipped = SkippedRuns::new(
             ebpf.programs()
+                .filter(|(name, _)| *name != preflight::SKIPS_LOSE_NOTHING)
                 .filter_map(|(_, p)| p.fd().ok())
                 .map(|fd| fd.as_fd().as_raw_fd())
                 .collect(),

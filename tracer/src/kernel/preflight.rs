@@ -57,13 +57,19 @@ impl Paths {
 /// Raw tracepoints the kernel side attaches to. Their programs read the `TP_PROTO` arguments (a
 /// `struct sock *` first) and the socket at BTF offsets, not the formatted record, so only their
 /// existence is checked.
-pub const RAW_TRACEPOINTS: [(&str, &str); 5] = [
-    ("sock", "inet_sock_set_state"),
-    ("tcp", "tcp_retransmit_skb"),
-    ("tcp", "tcp_receive_reset"),
-    ("sock", "inet_sk_error_report"),
-    ("tcp", "tcp_destroy_sock"),
+/// (category, tracepoint, program).
+pub const RAW_TRACEPOINTS: [(&str, &str, &str); 6] = [
+    ("sock", "inet_sock_set_state", "syn_sent_enter"),
+    ("sock", "inet_sock_set_state", "syn_sent_leave"),
+    ("tcp", "tcp_retransmit_skb", "tcp_retransmit_skb"),
+    ("tcp", "tcp_receive_reset", "tcp_receive_reset"),
+    ("sock", "inet_sk_error_report", "inet_sk_error_report"),
+    ("tcp", "tcp_destroy_sock", "tcp_destroy_sock"),
 ];
+
+/// The program whose skipped (nested) runs lose nothing: it acts on `CLOSE -> SYN_SENT` only, which
+/// never happens in the softirq a nested run comes from (`tracer-ebpf/src/inet_sock_set_state.rs`).
+pub const SKIPS_LOSE_NOTHING: &str = "syn_sent_enter";
 
 pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
     check_capabilities()?;
@@ -71,7 +77,7 @@ pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
         return Err(PreflightError::NoBtf(paths.btf.clone()));
     }
     ensure_tracefs(&paths.tracefs)?;
-    for (category, name) in RAW_TRACEPOINTS {
+    for (category, name, _) in RAW_TRACEPOINTS {
         check_exists(&paths.tracefs, category, name)?;
     }
     cgroup2_root()

@@ -516,7 +516,7 @@ fn connect_rounds(
         .unwrap_or_default();
     if tracer_loss > 0.03 {
         table.notes.push(format!(
-            "connect-rate loss {:.1}%: the tracer's programs alone take about {:.1}% of the CPU a connect has here (the rest is the noise of a shared machine: no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. Each connect also pays hash/LRU map updates (DIALED, ATTEMPTS, HEALTHY), and inet_sk_error_report runs on the server side's RST (this load closes with RST). Keeping the per-attempt state in socket-local storage instead of global hash maps, and returning before any map work on transitions of sockets that are not connecting, would close most of it",
+            "connect-rate loss {:.1}%: the programs' own clocks say {:.1}% of the CPU a connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. A perf profile of a tracer round (perf record -a) puts the rest in what run_time_ns does not see: the per-packet cgroup_skb dispatch of the DNS hooks (every packet of every socket, about 1.5% of the machine) and cache misses in the 64k-bucket attempt table (about 1%). Following DNS from the sockets' sends and receives instead of every packet, and keeping the attempt in socket-local storage (tp_btf) instead of a global hash, would close most of it",
             tracer_loss * 100.0,
             kernel_share * 100.0
         ));
@@ -609,6 +609,16 @@ fn completeness(
         table
             .notes
             .push(format!("completeness: tracer dropped {}", t.dropped));
+    }
+    if t.dropped.starts_with("skipped_program_runs=") && !t.dropped.contains(',') {
+        table.notes.push(
+            "skipped_program_runs: the kernel does not run a raw-tracepoint program inside itself, so a \
+             softirq that lands on a CPU while syn_sent_leave runs there (in process context, for \
+             another socket) has its state change skipped. Counted as dropped because a skipped \
+             SYN_SENT -> ESTABLISHED would later read as abandoned; the failures line above shows \
+             whether any report was wrong"
+                .into(),
+        );
     }
     Ok(())
 }
