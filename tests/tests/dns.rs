@@ -111,6 +111,30 @@ fn dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one() {
 }
 
 #[test]
+fn with_no_dns_the_per_packet_hooks_are_not_attached() {
+    let bed = TwoHosts::new("nodns");
+    let answer = Ipv4Addr::new(10, 231, 77, 7);
+    dnsmasq(&bed.server, &[bed.server_ip], answer);
+    let tracer = Tracer::start(&["--netns", bed.client.name(), "--no-dns"]);
+    for _ in 0..3 {
+        let out = dig(&bed.client, bed.server_ip);
+        assert!(out.contains(&answer.to_string()), "dig answered:\n{out}");
+    }
+    let (_, seen, stderr) = tracer.stop();
+    assert!(
+        seen.iter()
+            .all(|v| !v["kind"].as_str().unwrap_or("").starts_with("dns")),
+        "no DNS records: {seen:?}"
+    );
+    let stats = seen.last().expect("final stats");
+    assert_eq!(stats["kind"], "stats");
+    assert_eq!(
+        stats["dns"]["queries"], 0,
+        "no query seen: {stats}\n{stderr}"
+    );
+}
+
+#[test]
 fn dns_server_that_drops_queries_gives_unanswered_with_name_and_type() {
     let bed = TwoHosts::new("dnsdrop");
     dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));

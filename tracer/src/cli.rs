@@ -66,6 +66,10 @@ pub struct PipelineArgs {
     #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_attempts: u32,
+    /// Do not follow DNS: the DNS hooks see every packet of every socket on the node (a cgroup BPF
+    /// check per packet); without them only TCP connects are followed.
+    #[arg(long)]
+    pub no_dns: bool,
     /// A DNS query with no reply after this long is reported `unanswered` (`dns` records).
     #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
     pub dns_timeout: Duration,

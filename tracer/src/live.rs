@@ -102,7 +102,12 @@ async fn trace(
         args.stats_interval,
         args.pipeline.stale_after,
     );
-    let mut kernel = KernelSide::load(filter, args.pipeline.max_attempts, args.pipeline.dns_slow)?;
+    let mut kernel = KernelSide::load(
+        filter,
+        args.pipeline.max_attempts,
+        args.pipeline.dns_slow,
+        !args.pipeline.no_dns,
+    )?;
     let mut pipeline = Pipeline {
         stages: Stages {
             flows: FlowTable::default(),
@@ -132,7 +137,12 @@ async fn trace(
         conntrack_failed: false,
     };
     eprintln!(
-        "tracer: attached; following TCP connects in {} (Ctrl-C to stop)",
+        "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
+        if args.pipeline.no_dns {
+            " (not DNS: --no-dns)"
+        } else {
+            " and UDP DNS"
+        },
         netns.as_ref().map_or_else(
             || "every network namespace".to_string(),
             |n| format!("netns {}", n.name)

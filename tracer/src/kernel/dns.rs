@@ -26,12 +26,23 @@ pub struct DnsMaps {
     pub sock_answered: HashMap<MapData, u64, u64>,
 }
 
-/// Loads and attaches the two `cgroup_skb` programs to the cgroup v2 root and takes the DNS maps.
-pub fn attach(ebpf: &mut Ebpf, cgroup: &File, cgroup_root: &Path) -> anyhow::Result<DnsMaps> {
-    for (name, direction) in [
-        ("dns_egress", CgroupSkbAttachType::Egress),
-        ("dns_ingress", CgroupSkbAttachType::Ingress),
-    ] {
+/// Loads and attaches the two `cgroup_skb` programs to the cgroup v2 root (unless `hooks` is false:
+/// `--no-dns`, the maps stay empty) and takes the DNS maps.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    cgroup: &File,
+    cgroup_root: &Path,
+    hooks: bool,
+) -> anyhow::Result<DnsMaps> {
+    let programs = if hooks {
+        &[
+            ("dns_egress", CgroupSkbAttachType::Egress),
+            ("dns_ingress", CgroupSkbAttachType::Ingress),
+        ][..]
+    } else {
+        &[]
+    };
+    for &(name, direction) in programs {
         let program: &mut CgroupSkb = ebpf
             .program_mut(name)
             .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?

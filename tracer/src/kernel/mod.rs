@@ -48,6 +48,7 @@ impl KernelSide {
         filter: KernelFilter,
         max_attempts: u32,
         dns_slow_reply: std::time::Duration,
+        dns_hooks: bool,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let cgroup_root = preflight::check(&paths)?;
@@ -88,7 +89,7 @@ impl KernelSide {
                 .with_context(|| format!("attaching {name} to raw tracepoint {tracepoint}"))?;
         }
 
-        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root)?;
+        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks)?;
 
         let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
