@@ -40,23 +40,21 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     let sock: u64 = ctx.arg(0);
     // A reset of an established connection (every connection a client closes with RST): not a
     // connect attempt (in SYN_SENT a RST is ECONNREFUSED) and not DNS. Return before the table.
-    let early: i32 = read(sock + u64::from(sock_offsets().sk_err));
-    if early == ECONNRESET || early == EPIPE {
+    let offsets = sock_offsets();
+    let error: i32 = read(sock + u64::from(offsets.sk_err));
+    if error == ECONNRESET || error == EPIPE {
         return 0;
     }
     let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
-        remember_refused_socket(sock);
+        remember_refused_socket(sock, error);
         return 0;
     };
     // SAFETY: map value pointer from a successful lookup, used before the remove below.
     let attempt = unsafe { &mut *attempt };
-    let offsets = sock_offsets();
-    let error: i32 = read(sock + u64::from(offsets.sk_err));
     if error != 0 {
         // A hard error on a connecting socket ends it (tcp_done_with_error). Do not require having
-        // seen its CLOSE: on a busy CPU the kernel skips tracepoint programs that would nest inside
-        // another BPF program (bpf_prog_active), and the timer softirq that times a connect out can
-        // land exactly there. This raw tracepoint is not subject to that.
+        // seen its CLOSE: the kernel skips a program run that would nest inside the same program on
+        // that CPU, and the timer softirq that times a connect out can land in syn_sent_leave.
         if attempt.closed_ns == 0 {
             attempt.closed_ns = now_ns();
         }
@@ -78,8 +76,7 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
 }
 
 /// `ECONNREFUSED` on a socket that is not a connect attempt: kept by socket cookie for the DNS side.
-fn remember_refused_socket(sock: u64) {
-    let error: i32 = read(sock + u64::from(sock_offsets().sk_err));
+fn remember_refused_socket(sock: u64, error: i32) {
     if error != ECONNREFUSED {
         return;
     }

@@ -74,32 +74,19 @@ pub fn spec_path(spec: &str) -> PathBuf {
     }
 }
 
-/// Runs `f` on a short-lived thread inside the namespace at `path` (the rest of the process stays
-/// where it is).
-pub fn in_netns<T: Send + 'static>(
-    path: &Path,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, NetnsError> {
-    let path = path.to_path_buf();
-    std::thread::spawn(move || {
-        let enter = |source| NetnsError::Enter {
-            path: path.clone(),
-            source,
-        };
-        let ns = File::open(&path).map_err(enter)?;
-        // SAFETY: setns on a valid namespace fd; it only moves this (disposable) thread.
-        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(enter(io::Error::last_os_error()));
-        }
-        Ok(f())
-    })
-    .join()
-    .unwrap_or_else(|_| {
-        Err(NetnsError::Enter {
-            path: PathBuf::new(),
-            source: io::Error::other("the namespace thread panicked"),
-        })
-    })
+/// Moves the calling thread into the network namespace at `path`. Only for disposable threads: the
+/// rest of the process stays where it is.
+pub fn enter(path: &Path) -> Result<(), NetnsError> {
+    let enter = |source| NetnsError::Enter {
+        path: path.into(),
+        source,
+    };
+    let ns = File::open(path).map_err(enter)?;
+    // SAFETY: setns on a valid namespace fd; it only moves this thread.
+    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(enter(io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// The cookie of the namespace the calling thread is in.
@@ -138,15 +125,7 @@ fn cookies_of(paths: &[PathBuf]) -> Vec<Result<u64, NetnsError>> {
 }
 
 fn cookie_in(path: &Path) -> Result<u64, NetnsError> {
-    let enter = |source| NetnsError::Enter {
-        path: path.into(),
-        source,
-    };
-    let ns = File::open(path).map_err(enter)?;
-    // SAFETY: setns on a valid namespace fd; it only moves this (disposable) thread.
-    if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(enter(io::Error::last_os_error()));
-    }
+    enter(path)?;
     // An unbound socket is enough for SO_NETNS_COOKIE; binding would need the namespace's loopback
     // up, which a node's or pod's namespace does not promise.
     current_cookie().map_err(|source| NetnsError::Cookie {

@@ -55,19 +55,21 @@ fn candidates(pid: u32, tid: u32) -> Vec<PathBuf> {
     paths
 }
 
+/// One disposable thread enters each candidate in turn and asks the first that matches.
 fn lookup(netns_cookie: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
-    for path in candidates(pid, tid) {
-        let answer = netns::in_netns(&path, move || {
-            if netns::current_cookie().ok()? != netns_cookie {
-                return None;
+    let paths = candidates(pid, tid);
+    std::thread::spawn(move || {
+        for path in paths {
+            if netns::enter(&path).is_ok()
+                && netns::current_cookie().is_ok_and(|c| c == netns_cookie)
+            {
+                return route_errno(dst);
             }
-            Some(route_errno(dst))
-        });
-        if let Ok(Some(errno)) = answer {
-            return errno;
         }
-    }
-    0
+        0
+    })
+    .join()
+    .unwrap_or(0)
 }
 
 /// Connects a UDP socket to `dst` in the current namespace: a route lookup, no packet.
