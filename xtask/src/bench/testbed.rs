@@ -76,21 +76,27 @@ impl Netns {
         cmd
     }
 
-    fn sysctl(&self, settings: &[&str]) -> anyhow::Result<()> {
+    /// Runs `program args` inside the namespace; a failure carries its stderr.
+    fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<()> {
         let out = self
-            .command("sysctl")
-            .arg("-q")
-            .arg("-w")
-            .args(settings)
-            .output()?;
+            .command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {program} in {}", self.name))?;
         if !out.status.success() {
             bail!(
-                "sysctl {settings:?} in {}: {}",
+                "`{program} {}` in {}: {}",
+                args.join(" "),
                 self.name,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
         Ok(())
+    }
+
+    fn sysctl(&self, settings: &[&str]) -> anyhow::Result<()> {
+        self.run("sysctl", &[&["-q", "-w"], settings].concat())
     }
 
     fn nft(&self, script: &str) -> anyhow::Result<()> {
@@ -304,26 +310,14 @@ impl Testbed {
         ))
     }
 
-    /// Connections the live listeners accepted so far.
     /// Empties the node's conntrack table, so every round starts from the same state: the entries a
     /// round leaves (closed connects linger 10 s) would otherwise slow down the round after it, and
     /// the fastest round (no tracer) would always handicap the one that follows it.
     pub fn flush_conntrack(&self) -> anyhow::Result<()> {
-        let out = self
-            .node
-            .command("conntrack")
-            .arg("-F")
-            .output()
-            .context("running conntrack -F in the node namespace")?;
-        if !out.status.success() {
-            anyhow::bail!(
-                "conntrack -F in the node namespace failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
+        self.node.run("conntrack", &["-F"])
     }
 
+    /// Connections the live listeners accepted so far.
     pub fn accepted(&self) -> u64 {
         self.listeners
             .iter()
