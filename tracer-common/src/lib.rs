@@ -156,8 +156,14 @@ pub mod counter {
     pub const RINGBUF_FULL: u32 = 3;
     /// Attempts not followed because `ATTEMPTS` was full. Shown to the user as dropped.
     pub const ATTEMPTS_MAP_FULL: u32 = 4;
+    /// Attempts whose `SYN_SENT -> ESTABLISHED` run the kernel skipped (nested in the same
+    /// program), found answered when their socket was destroyed. Recovered, not lost.
+    pub const ANSWERED_SEEN_LATE: u32 = 5;
     /// Destinations whose healthy counter could not be created (`HEALTHY` full).
     pub const HEALTHY_MAP_FULL: u32 = 6;
+    /// Attempts destroyed unanswered with no end seen: the close and the error report after it were
+    /// both skipped by the kernel, so the outcome is unknown. Shown to the user as dropped.
+    pub const END_UNSEEN: u32 = 7;
     /// UDP DNS queries seen leaving a socket (port 53, after the netns filter).
     pub const DNS_QUERIES: u32 = 8;
     /// DNS replies answered fast with NOERROR: counted in `DNS_HEALTHY`, not sent.
@@ -343,8 +349,12 @@ pub struct SockOffsets {
     pub skb_cb: u32,
     /// `struct sock_exterr_skb.ee`, the `sock_extended_err` (errno first, then origin).
     pub exterr_ee: u32,
+    /// `tcp_sock.rcv_nxt`: 0 from `connect()` until a SYN-ACK is taken in, and kept after that
+    /// (closing, even `tcp_disconnect`, leaves it): tells a socket that was answered, at its end.
+    pub tcp_rcv_nxt: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<SockOffsets>() == 56);
+const _: () = assert!(size_of::<SockOffsets>() == 64);
 
 /// Kernel-side filter, written into the program's read-only data before load.
 #[repr(C)]

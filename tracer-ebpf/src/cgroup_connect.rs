@@ -5,9 +5,9 @@
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
-//! It also records the caller (this is its own context), and opens the attempt in `ATTEMPTS`, keyed
-//! by the socket's kernel address (the `sk` every later hook gets). `inet_sock_set_state.rs` completes
-//! it at `SYN_SENT`; one destroyed without ever getting there failed before any SYN left
+//! It also records the caller (this is its own context), and opens the attempt (`attempts.rs`),
+//! keyed by the socket's kernel address (the `sk` every later hook gets). `inet_sock_set_state.rs`
+//! completes it at `SYN_SENT`; one destroyed without ever getting there failed before any SYN left
 //! (`tcp_destroy_sock.rs`). Always allows the call.
 //!
 //! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
@@ -20,7 +20,10 @@ use aya_ebpf::{
 };
 use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
 
-use crate::maps::{ATTEMPTS, caller, count, filter};
+use crate::{
+    attempts::{self, Sock},
+    maps::{caller, count, filter},
+};
 
 const IPPROTO_TCP: u32 = 6;
 /// Return value that lets the `connect()` go ahead unchanged.
@@ -88,7 +91,5 @@ fn remember(ctx: &SockAddrContext, family: u16) {
         ..Attempt::default()
     };
     count(counter::ATTEMPTS_STARTED);
-    if ATTEMPTS.insert(&sock, &attempt, 0).is_err() {
-        count(counter::ATTEMPTS_MAP_FULL);
-    }
+    attempts::open(Sock(sock), &attempt);
 }

@@ -1,4 +1,4 @@
-//! `inet_sk_error_report` as a raw tracepoint: an error was reported on a socket. Two cases matter
+//! `sock:inet_sk_error_report`: an error was reported on a socket. Two cases matter
 //! for an attempt:
 //! - `sk_err` set after the socket closed: the errno the attempt ends with (`ECONNREFUSED`,
 //!   `EHOSTUNREACH`, `ENETUNREACH`, `ETIMEDOUT`). Since 6.10 `tcp_done_with_error()` closes first
@@ -13,14 +13,15 @@
 //! cookie in `DNS_SOCK_ERRORS`: a connected UDP DNS socket whose query came back as ICMP
 //! port-unreachable (userspace reports the query `refused`).
 //!
-//! Raw, not the formatted tracepoint: the formatted one carries neither the socket pointer nor the
-//! queue. Argument 0 is `const struct sock *sk`; struct offsets come from the running kernel's BTF
-//! (`SOCK_OFFSETS`, written by userspace before load).
-use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
+//! A `tp_btf` program, not the formatted tracepoint: the formatted one carries neither the socket
+//! pointer nor the queue. Argument 0 is `const struct sock *sk`; struct offsets come from the
+//! running kernel's BTF (`SOCK_OFFSETS`, written by userspace before load).
+use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
-    maps::{ATTEMPTS, emit, now_ns, sock_offsets},
+    attempts::{self, Sock},
+    maps::{emit, now_ns, sock_offsets},
     maps_dns::DNS_SOCK_ERRORS,
     sock_fields::{self, read},
 };
@@ -35,9 +36,10 @@ const SO_EE_ORIGIN_ICMP6: u8 = 3;
 /// `sk_buff_head` starts with `next`, then `prev` (the newest skb): pointer-sized on every arch.
 const QUEUE_PREV: u64 = 8;
 
-#[raw_tracepoint(tracepoint = "inet_sk_error_report")]
-pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
-    let sock: u64 = ctx.arg(0);
+#[btf_tracepoint(function = "inet_sk_error_report")]
+pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
+    let sk = Sock(ctx.arg(0));
+    let sock = sk.0;
     // A reset of an established connection (every connection a client closes with RST): not a
     // connect attempt (in SYN_SENT a RST is ECONNREFUSED) and not DNS. Return before the table.
     let offsets = sock_offsets();
@@ -45,12 +47,10 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
     if error == ECONNRESET || error == EPIPE {
         return 0;
     }
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+    let Some(attempt) = attempts::attempt_of(sk) else {
         remember_refused_socket(sock, error);
         return 0;
     };
-    // SAFETY: map value pointer from a successful lookup, used before the remove below.
-    let attempt = unsafe { &mut *attempt };
     if error != 0 {
         // A hard error on a connecting socket ends it (tcp_done_with_error). Do not require having
         // seen its CLOSE: the kernel skips a program run that would nest inside the same program on
@@ -59,7 +59,7 @@ pub fn inet_sk_error_report(ctx: RawTracePointContext) -> i32 {
             attempt.closed_ns = now_ns();
         }
         emit(EVENT_CONNECT_END, error, attempt);
-        let _ = ATTEMPTS.remove(&sock);
+        attempts::end(sk);
     } else {
         let queue = sock + u64::from(offsets.sk_error_queue);
         let newest: u64 = read(queue + QUEUE_PREV);

@@ -3,24 +3,29 @@
 //! ESTABLISHED` (answered) or `SYN_SENT -> CLOSE` (refused, unreachable, timed out or abandoned).
 //!
 //! The attempt was opened by the `connect()` hook (`cgroup_connect.rs`: caller, namespace, dialled
-//! address), keyed by the socket's address, which every later hook gets as its `sk` argument. At
-//! `CLOSE -> SYN_SENT` the socket knows its route: addresses are added and the clock starts. The
-//! source port is still 0 at that moment.
+//! address). At `CLOSE -> SYN_SENT` the socket knows its route: addresses are added and the clock
+//! starts. The source port is still 0 at that moment.
 //!
-//! A raw tracepoint: `TP_PROTO(const struct sock *sk, const int oldstate, const int newstate)`. The
-//! states are arguments, so the ~6 other transitions of a short connection (the server side, the
-//! close) return after two comparisons; the protocol and addresses are read from the socket only for
-//! the transitions of a connect (`sock_fields.rs`).
+//! A `tp_btf` program: `TP_PROTO(const struct sock *sk, const int oldstate, const int newstate)`.
+//! The states are arguments, so most of the ~8 transitions of a short connection on a node (the
+//! server side, the close) return after two comparisons; the socket is read (`sock_fields.rs`) and
+//! its attempt looked up (`attempts.rs`) only for the transitions of a connect.
 //!
-//! Two programs on the one tracepoint, because the kernel does not run a raw tracepoint program
-//! inside itself: when a softirq interrupts a run on the same CPU, the nested run is skipped (counted
-//! in `recursion_misses`). `syn_sent_enter` does the long work (maps, helpers) in process context,
-//! inside `connect()`; a softirq landing then may carry the SYN-ACK of another connect. That
-//! transition goes to `syn_sent_leave`, which is not running, so it is not lost. What
-//! `syn_sent_enter` itself skips is harmless: a nested run is a softirq's transition, and
-//! `CLOSE -> SYN_SENT` never happens in a softirq (userspace leaves those misses out of `dropped`).
+//! The kernel does not run a program inside itself: when a softirq interrupts a run on the same
+//! CPU (this program, in process context, for another socket), the nested run is skipped. Which
+//! skips can matter, and what is done about them:
+//! - `CLOSE -> SYN_SENT` and an application's own close happen in process context: never skipped.
+//! - `SYN_SENT -> CLOSE` in a softirq (RST, ICMP, the retransmit timer giving up) is followed by the
+//!   error report that ends the attempt (`inet_sk_error_report.rs`).
+//! - `SYN_SENT -> ESTABLISHED` (a SYN-ACK, in a softirq) is the one that would turn an answered
+//!   connect into a false `abandoned`. `tcp_destroy_sock.rs` catches it: an attempt still open when
+//!   its socket is destroyed, with no close seen, whose socket took in a SYN-ACK (`rcv_nxt` is set)
+//!   was answered unseen, and ends as answered then (`ANSWERED_SEEN_LATE`). One with no SYN-ACK
+//!   whose close and error report were both skipped is counted lost (`END_UNSEEN`).
+//!
+//! So this program's skipped runs are accounted for, not counted as drops wholesale.
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid, macros::raw_tracepoint, programs::RawTracePointContext,
+    helpers::bpf_get_current_pid_tgid, macros::btf_tracepoint, programs::BtfTracePointContext,
 };
 use tracer_common::{
     Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
@@ -28,7 +33,8 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{ATTEMPTS, HEALTHY, caller, count, emit, filter, now_ns},
+    attempts::{self, Sock},
+    maps::{HEALTHY, caller, count, emit, filter, now_ns},
     sock_fields,
 };
 
@@ -39,46 +45,34 @@ const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
 const EADDRNOTAVAIL: i32 = 99;
 
-/// `CLOSE -> SYN_SENT`: a connect starts (process context).
-#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
-pub fn syn_sent_enter(ctx: RawTracePointContext) -> i32 {
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
     let old: i32 = ctx.arg(1);
     let new: i32 = ctx.arg(2);
-    if (old, new) != (TCP_CLOSE, TCP_SYN_SENT) {
-        return 0;
-    }
-    let sock: u64 = ctx.arg(0);
-    // MPTCP sockets pass here too.
-    if sock_fields::protocol(sock) == IPPROTO_TCP {
-        on_syn_sent(sock);
-    }
-    0
-}
-
-/// `SYN_SENT -> ESTABLISHED | SYN_RECV | CLOSE`: a connect is answered or ends (mostly softirq).
-#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
-pub fn syn_sent_leave(ctx: RawTracePointContext) -> i32 {
-    let old: i32 = ctx.arg(1);
-    if old != TCP_SYN_SENT {
-        return 0;
-    }
-    let new: i32 = ctx.arg(2);
-    let sock: u64 = ctx.arg(0);
-    match new {
-        TCP_CLOSE => on_closed(sock),
-        TCP_ESTABLISHED | TCP_SYN_RECV => on_answered(sock),
+    let sk = Sock(ctx.arg(0));
+    match (old, new) {
+        (TCP_CLOSE, TCP_SYN_SENT) => {
+            // MPTCP sockets pass here too.
+            if sock_fields::protocol(sk.0) == IPPROTO_TCP {
+                on_syn_sent(sk);
+            }
+        }
+        (TCP_SYN_SENT, TCP_CLOSE) => on_closed(sk),
+        (TCP_SYN_SENT, TCP_ESTABLISHED | TCP_SYN_RECV) => {
+            if let Some(attempt) = attempts::attempt_of(sk) {
+                answered(sk, attempt, Seen::OnTime);
+            }
+        }
         _ => {}
     }
     0
 }
 
-fn on_syn_sent(sock: u64) {
-    let addrs = sock_fields::addrs(sock);
+fn on_syn_sent(sk: Sock) {
+    let addrs = sock_fields::addrs(sk.0);
     let now = now_ns();
     // Opened by the connect() hook in this very call: complete it with what the socket knows now.
-    if let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) {
-        // SAFETY: map value pointer from a successful lookup; this socket's connect() holds its lock.
-        let attempt = unsafe { &mut *attempt };
+    if let Some(attempt) = attempts::attempt_of(sk) {
         attempt.start_ns = now;
         attempt.closed_ns = 0;
         attempt.saddr = addrs.saddr;
@@ -98,7 +92,7 @@ fn on_syn_sent(sock: u64) {
     }
     let who = caller(bpf_get_current_pid_tgid());
     let attempt = Attempt {
-        sock,
+        sock: sk.0,
         start_ns: now,
         cgroup_id: who.cgroup_id,
         pid: who.pid,
@@ -112,28 +106,35 @@ fn on_syn_sent(sock: u64) {
         syn_count: 1,
         ..Attempt::default()
     };
-    // Not counted when the table is full: an application's attempt that did not fit was counted by
-    // the connect() hook and comes here too; kernel sockets rarely connect.
-    if ATTEMPTS.insert(&sock, &attempt, 0).is_ok() {
+    if attempts::open(sk, &attempt) {
         count(counter::ATTEMPTS_STARTED);
     }
 }
 
-fn on_answered(sock: u64) {
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
-        return;
-    };
-    // SAFETY: map value pointer from a successful lookup; entries of this socket are only touched by
-    // hooks that run under the socket's lock.
-    let attempt = unsafe { &mut *attempt };
+/// When the answer was seen: as the socket left `SYN_SENT`, or only when it was destroyed (that
+/// run was skipped, see the module comment).
+#[derive(PartialEq, Eq)]
+pub enum Seen {
+    OnTime,
+    AtDestroy,
+}
+
+/// Ends `attempt` of `sk` as answered: a record if it took retransmits, else a healthy count.
+pub fn answered(sk: Sock, attempt: &mut Attempt, seen: Seen) {
     attempt.flags |= FLAG_ANSWERED;
-    if attempt.syn_count <= 1 {
+    if seen == Seen::AtDestroy {
+        count(counter::ANSWERED_SEEN_LATE);
+    }
+    if attempt.syn_count > 1 {
+        emit(EVENT_CONNECT_END, 0, attempt);
+    } else if seen == Seen::OnTime {
         // Healthy: answered on the first SYN. Count it per destination, send nothing.
         count_healthy(attempt);
     } else {
-        emit(EVENT_CONNECT_END, 0, attempt);
+        // Answered on the first SYN, but when is unknown: counted, kept out of the mean wait.
+        count(counter::ESTABLISHED_FIRST_SYN);
     }
-    let _ = ATTEMPTS.remove(&sock);
+    attempts::end(sk);
 }
 
 fn count_healthy(attempt: &Attempt) {
@@ -175,13 +176,11 @@ fn count_healthy(attempt: &Attempt) {
     }
 }
 
-fn on_closed(sock: u64) {
-    let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) else {
+fn on_closed(sk: Sock) {
+    let Some(attempt) = attempts::attempt_of(sk) else {
         return;
     };
-    // SAFETY: as in on_answered.
-    let attempt = unsafe { &mut *attempt };
-    let addrs = sock_fields::addrs(sock);
+    let addrs = sock_fields::addrs(sk.0);
     attempt.closed_ns = now_ns();
     attempt.saddr = addrs.saddr;
     attempt.sport = addrs.sport;
@@ -191,7 +190,7 @@ fn on_closed(sock: u64) {
         // left and no error report follows.
         attempt.syn_count = 0;
         emit(EVENT_CONNECT_END, EADDRNOTAVAIL, attempt);
-        let _ = ATTEMPTS.remove(&sock);
+        attempts::end(sk);
     }
     // Otherwise the errno comes next, from inet_sk_error_report. If no report follows (the
     // application closed the socket, or an ICMP error was handled inside its connect() and kept in

@@ -2,9 +2,9 @@
 //!
 //! The path of one connect attempt through the kernel side:
 //! - `cgroup_connect.rs`: `connect()` entry; remember the namespace and the address the app dialled.
-//! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` opens an attempt (`syn_sent_enter`); leaving
-//!   `SYN_SENT` (`syn_sent_leave`) answers or
-//!   closes it.
+//! - `attempts.rs`: where an attempt lives from there on: a table keyed by its socket.
+//! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` starts the attempt's clock; leaving `SYN_SENT`
+//!   answers or closes it.
 //! - `tcp_retransmit_skb.rs`: every SYN retransmit is counted and sent live (the black hole, as it
 //!   happens).
 //! - `tcp_receive_reset.rs`: a RST in `SYN_SENT` is remembered, to tell "refused by RST" from ICMP.
@@ -16,9 +16,9 @@
 //! UDP DNS: `cgroup_skb_dns.rs` pairs queries and replies on the cgroup v2 root (maps in
 //! `maps_dns.rs`); `inet_sk_error_report.rs` also remembers sockets refused by ICMP.
 //!
-//! Only raw tracepoints and cgroup hooks are used: fentry and kprobes are not available on every node.
-//! The raw tracepoints (`sock_fields.rs` says why) read `struct sock` at offsets userspace takes from
-//! the running kernel's BTF. No syscall tracepoint: attaching one puts every task of the node on the
+//! Only tracepoints (`tp_btf`) and cgroup hooks are used: fentry and kprobes are not available on
+//! every node. The tracepoint programs (`sock_fields.rs` says why these) read `struct sock` at offsets
+//! userspace takes from the running kernel's BTF. No syscall tracepoint: attaching one puts every task of the node on the
 //! slow syscall path (about 100 ns more per syscall, measured here), so a `connect()` that fails by
 //! itself is seen from the socket instead.
 #![no_std]
@@ -32,6 +32,7 @@
     reason = "map keys and values go by reference so large ones are not copied on the 512-byte BPF stack"
 )]
 
+mod attempts;
 mod cgroup_connect;
 mod cgroup_skb_dns;
 mod inet_sk_error_report;

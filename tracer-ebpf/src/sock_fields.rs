@@ -1,12 +1,15 @@
-//! Reading `struct sock` through the `sk` pointer a raw tracepoint passes. Offsets come from the
-//! running kernel's BTF (`SOCK_OFFSETS`, written by userspace before load); each read goes through
-//! `bpf_probe_read_kernel`, which fails cleanly (the default value then) rather than faulting.
+//! Reading `struct sock` through the `sk` pointer a `tp_btf` tracepoint passes. Offsets come from
+//! the running kernel's BTF (`SOCK_OFFSETS`, written by userspace before load: aya has no CO-RE, so
+//! the verifier cannot check typed loads at offsets known only at load time); each read goes
+//! through `bpf_probe_read_kernel`, which fails cleanly (the default value then) rather than
+//! faulting.
 //!
-//! Raw tracepoints, not the formatted ones: a formatted tracepoint first copies every field into a
+//! `tp_btf`, not the formatted tracepoints: a formatted tracepoint first copies every field into a
 //! perf buffer and then runs the program behind a per-CPU "is any BPF program running" check that
 //! skips it when it nests (a timer softirq landing inside another program). `inet_sock_set_state`
-//! runs about 8 times per short connection on a node; raw, the uninteresting transitions return after
-//! comparing two arguments, and nothing is skipped for nesting.
+//! runs about 8 times per short connection on a node; here the uninteresting transitions return
+//! after comparing two arguments. (`tp_btf` rather than raw tracepoints: the kernel checks it
+//! against the tracepoint's BTF, so no tracefs is needed.)
 use aya_ebpf::helpers::bpf_probe_read_kernel;
 use tracer_common::AF_INET6;
 
@@ -69,4 +72,10 @@ pub fn addrs(sock: u64) -> Addrs {
         saddr,
         daddr,
     }
+}
+
+/// `tcp_sock.rcv_nxt`: non-zero once the socket has taken in a SYN-ACK (0 from `connect()` until
+/// then, and left alone by every close), so it tells at the end whether a connect was answered.
+pub fn rcv_nxt(sock: u64) -> u32 {
+    field(sock, sock_offsets().tcp_rcv_nxt)
 }

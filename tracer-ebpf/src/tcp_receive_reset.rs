@@ -2,18 +2,16 @@
 //! errno alone cannot tell a RST from an ICMP port-unreachable (kube-proxy's REJECT for a Service
 //! without endpoints), so the RST is remembered on the attempt.
 //!
-//! A raw tracepoint (see `sock_fields.rs` for why): argument 0 is `struct sock *sk`.
-use aya_ebpf::{macros::raw_tracepoint, programs::RawTracePointContext};
+//! A `tp_btf` program: argument 0 is `struct sock *sk`.
+use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use tracer_common::FLAG_RST_RECEIVED;
 
-use crate::maps::ATTEMPTS;
+use crate::attempts::{self, Sock};
 
-#[raw_tracepoint(tracepoint = "tcp_receive_reset")]
-pub fn tcp_receive_reset(ctx: RawTracePointContext) -> i32 {
-    let sock: u64 = ctx.arg(0);
-    if let Some(attempt) = ATTEMPTS.get_ptr_mut(&sock) {
-        // SAFETY: map value pointer from a successful lookup; softirq holds the socket lock.
-        unsafe { (*attempt).flags |= FLAG_RST_RECEIVED };
+#[btf_tracepoint(function = "tcp_receive_reset")]
+pub fn tcp_receive_reset(ctx: BtfTracePointContext) -> i32 {
+    if let Some(attempt) = attempts::attempt_of(Sock(ctx.arg(0))) {
+        attempt.flags |= FLAG_RST_RECEIVED;
     }
     0
 }

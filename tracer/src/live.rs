@@ -351,6 +351,7 @@ impl Pipeline {
             time: rfc3339(std::time::SystemTime::now()),
             attempts: c.get(counter::ATTEMPTS_STARTED),
             established_first_syn: c.get(counter::ESTABLISHED_FIRST_SYN),
+            answered_seen_late: c.get(counter::ANSWERED_SEEN_LATE),
             events: self.stages.events,
             open_flows: self.stages.flows.open_count() as u64,
             dropped: Dropped {
@@ -364,6 +365,7 @@ impl Pipeline {
                 dns_ring_buffer_full: c.get(counter::DNS_RINGBUF_FULL),
                 dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
                 skipped_program_runs: kernel.skipped.read(),
+                end_unseen: c.get(counter::END_UNSEEN),
             },
             dns: DnsStats {
                 queries: c.get(counter::DNS_QUERIES),

@@ -245,6 +245,10 @@ pub struct StatsRecord {
     pub attempts: u64,
     /// Of those, answered on the first SYN (counted, not sent one by one).
     pub established_first_syn: u64,
+    /// Attempts whose answer the kernel skipped (a program run nested in itself) and that were
+    /// seen answered when they left `ESTABLISHED`: recovered, not lost.
+    #[serde(default)]
+    pub answered_seen_late: u64,
     /// Records received from the kernel.
     pub events: u64,
     /// Attempts open right now (unanswered, no end yet).
@@ -278,7 +282,7 @@ pub struct ConntrackStats {
 pub struct Dropped {
     /// Kernel records lost because the ring buffer was full.
     pub ring_buffer_full: u64,
-    /// Attempts not followed because the kernel's attempt table was full.
+    /// Attempts not followed because the kernel could not allocate their storage on the socket.
     pub attempts_map_full: u64,
     /// Destinations whose healthy count could not be kept.
     pub healthy_map_full: u64,
@@ -298,10 +302,15 @@ pub struct Dropped {
     /// DNS servers whose healthy count could not be kept.
     #[serde(default)]
     pub dns_healthy_map_full: u64,
-    /// Runs of the kernel programs the kernel skipped because they would have nested inside another
-    /// BPF program on the same CPU: each is a state change, retransmit or syscall exit not seen.
+    /// Runs of the kernel programs the kernel skipped because they would have nested inside the
+    /// same program on that CPU: each is a retransmit, reset, error or socket end not seen. (The
+    /// state-change program's skips are accounted exactly instead: `end_unseen`.)
     #[serde(default)]
     pub skipped_program_runs: u64,
+    /// Attempts whose answer and the close after it were both skipped: destroyed with no end seen,
+    /// outcome unknown, not reported.
+    #[serde(default)]
+    pub end_unseen: u64,
 }
 
 impl Dropped {
@@ -316,6 +325,7 @@ impl Dropped {
             + self.dns_ring_buffer_full
             + self.dns_healthy_map_full
             + self.skipped_program_runs
+            + self.end_unseen
     }
 }
 

@@ -58,6 +58,7 @@ struct TypeRecord {
 
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
+const KIND_TYPEDEF: u32 = 8;
 
 struct Btf<'a> {
     r: Reader<'a>,
@@ -163,6 +164,25 @@ impl<'a> Btf<'a> {
     }
 }
 
+/// The first of `tracepoints` this kernel cannot attach a `tp_btf` program to: each attachable
+/// tracepoint has a `btf_trace_<name>` typedef in the kernel's BTF.
+pub fn first_missing_tracepoint<'n>(
+    data: &[u8],
+    tracepoints: &[&'n str],
+) -> Result<Option<&'n str>, BtfError> {
+    let btf = Btf::parse(data)?;
+    let typedefs: std::collections::HashSet<&str> = btf
+        .types
+        .iter()
+        .filter(|t| t.kind == KIND_TYPEDEF)
+        .filter_map(|t| btf.name(t).strip_prefix("btf_trace_"))
+        .collect();
+    Ok(tracepoints
+        .iter()
+        .copied()
+        .find(|tp| !typedefs.contains(tp)))
+}
+
 /// Byte offset of `member` in `struct strukt`, also when it sits in an anonymous struct or union.
 pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
     let btf = Btf::parse(data)?;
@@ -231,6 +251,41 @@ mod tests {
     }
 
     #[test]
+    fn tracepoints_are_the_btf_trace_typedefs() {
+        // `tiny_btf` plus [3] TYPEDEF "btf_trace_tcp_destroy_sock" -> int.
+        let mut btf = tiny_btf();
+        let name_off = b"\0int\0sock\0a\0sk_err\0".len() as u32;
+        let typedef: Vec<u8> = [name_off, 8 << 24, 1]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let type_len = u32::from_le_bytes(btf[12..16].try_into().expect("4 bytes"));
+        let at = 24 + type_len as usize;
+        btf.splice(at..at, typedef);
+        let (type_len, str_len) = (
+            type_len + 12,
+            u32::from_le_bytes(btf[20..24].try_into().expect("4 bytes")),
+        );
+        btf[12..16].copy_from_slice(&type_len.to_le_bytes());
+        btf[16..20].copy_from_slice(&type_len.to_le_bytes());
+        btf.extend_from_slice(b"btf_trace_tcp_destroy_sock\0");
+        btf[20..24].copy_from_slice(&(str_len + 27).to_le_bytes());
+        assert_eq!(
+            first_missing_tracepoint(&btf, &["tcp_destroy_sock"]),
+            Ok(None)
+        );
+        assert_eq!(
+            first_missing_tracepoint(&btf, &["tcp_destroy_sock", "inet_sock_set_state"]),
+            Ok(Some("inet_sock_set_state"))
+        );
+        assert_eq!(
+            member_offset(&btf, "sock", "sk_err"),
+            Ok(4),
+            "the rest still parses"
+        );
+    }
+
+    #[test]
     fn malformed_btf_is_an_error_not_a_panic() {
         let btf = tiny_btf();
         for len in 0..btf.len() {
@@ -259,5 +314,13 @@ mod tests {
         let dport = member_offset(&data, "sock_common", "skc_dport").expect("skc_dport");
         let num = member_offset(&data, "sock_common", "skc_num").expect("skc_num");
         assert_eq!(num, dport + 2, "the port pair is two adjacent u16");
+        assert_eq!(
+            first_missing_tracepoint(&data, &["inet_sock_set_state", "tcp_destroy_sock"]),
+            Ok(None)
+        );
+        assert_eq!(
+            first_missing_tracepoint(&data, &["no_such_tracepoint"]),
+            Ok(Some("no_such_tracepoint"))
+        );
     }
 }

@@ -18,9 +18,9 @@ use std::{
 
 use anyhow::{Context as _, anyhow};
 use aya::{
-    Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader, Endianness,
     maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{CgroupAttachMode, CgroupSockAddr, ProgramError, RawTracePoint},
+    programs::{BtfTracePoint, CgroupAttachMode, CgroupSockAddr, ProgramError},
 };
 use tokio::io::unix::AsyncFd;
 use tracer_common::{KernelFilter, SockOffsets};
@@ -51,10 +51,13 @@ impl KernelSide {
         dns_hooks: bool,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
-        let cgroup_root = preflight::check(&paths)?;
-        let sock_offsets = sock_offsets(&paths.btf)?;
+        let (btf_data, cgroup_root) = preflight::check(&paths)?;
+        let sock_offsets = sock_offsets(&btf_data, &paths.btf)?;
+        let btf = Btf::parse(&btf_data, Endianness::default())
+            .with_context(|| format!("parsing kernel BTF {}", paths.btf.display()))?;
         let dns_config = dns::config(dns_slow_reply);
         let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
             .override_global("DNS_CONFIG", &dns_config, true)
@@ -78,15 +81,17 @@ impl KernelSide {
                 &cgroup_root,
             )?);
         }
-        for (_, tracepoint, name) in preflight::RAW_TRACEPOINTS {
-            let program: &mut RawTracePoint = ebpf
+        for (tracepoint, name) in preflight::TRACEPOINTS {
+            let program: &mut BtfTracePoint = ebpf
                 .program_mut(name)
                 .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
                 .try_into()?;
-            program.load().map_err(|e| load_error(name, e))?;
             program
-                .attach(tracepoint)
-                .with_context(|| format!("attaching {name} to raw tracepoint {tracepoint}"))?;
+                .load(tracepoint, &btf)
+                .map_err(|e| load_error(name, e))?;
+            program
+                .attach()
+                .with_context(|| format!("attaching {name} to tracepoint {tracepoint}"))?;
         }
 
         let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks)?;
@@ -100,7 +105,7 @@ impl KernelSide {
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
         let skipped = SkippedRuns::new(
             ebpf.programs()
-                .filter(|(name, _)| *name != preflight::SKIPS_LOSE_NOTHING)
+                .filter(|(name, _)| *name != preflight::SKIPS_ACCOUNTED)
                 .filter_map(|(_, p)| p.fd().ok())
                 .map(|fd| fd.as_fd().as_raw_fd())
                 .collect(),
@@ -118,11 +123,9 @@ impl KernelSide {
 }
 
 /// `struct sock` field offsets of the running kernel, from its BTF.
-fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
-    let data = std::fs::read(btf_path)
-        .with_context(|| format!("reading kernel BTF {}", btf_path.display()))?;
+fn sock_offsets(data: &[u8], btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
     let offset = |strukt, member| {
-        btf::member_offset(&data, strukt, member)
+        btf::member_offset(data, strukt, member)
             .with_context(|| format!("kernel BTF {}", btf_path.display()))
     };
     // The `skc_` fields are read at their `sock_common` offsets from a `struct sock` pointer.
@@ -148,6 +151,8 @@ fn sock_offsets(btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
         sk_error_queue: offset("sock", "sk_error_queue")?,
         skb_cb: offset("sk_buff", "cb")?,
         exterr_ee: offset("sock_exterr_skb", "ee")?,
+        tcp_rcv_nxt: offset("tcp_sock", "rcv_nxt")?,
+        _pad: 0,
     })
 }
 

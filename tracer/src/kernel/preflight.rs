@@ -1,9 +1,6 @@
-//! Checks made before loading anything, so that a missing privilege, BTF or tracefs is one clear
+//! Checks made before loading anything, so that a missing privilege, BTF or tracepoint is one clear
 //! sentence instead of a verifier dump or an EPERM from deep inside aya.
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{fs, path::PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
@@ -18,18 +15,12 @@ pub enum PreflightError {
     )]
     NoBtf(PathBuf),
     #[error(
-        "tracefs is not mounted at {path} and mounting it failed: {source}. Mount it: mount -t tracefs nodev {path}"
+        "this kernel has no tracepoint {0} for BTF-typed programs (no btf_trace_{0} in its BTF): \
+         the tracer needs it to follow connects"
     )]
-    Tracefs {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("tracepoint {tracepoint} is missing on this kernel ({path}): {source}")]
-    MissingTracepoint {
-        tracepoint: String,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    MissingTracepoint(String),
+    #[error("kernel BTF {path}: {message}")]
+    BadBtf { path: PathBuf, message: String },
     #[error(
         "no cgroup v2 mount found in /proc/mounts: mount one, e.g. mount -t cgroup2 none /sys/fs/cgroup/unified"
     )]
@@ -39,7 +30,6 @@ pub enum PreflightError {
 /// Where things are; overridable so the error paths can be tested on a healthy machine.
 pub struct Paths {
     pub btf: PathBuf,
-    pub tracefs: PathBuf,
 }
 
 impl Paths {
@@ -49,38 +39,44 @@ impl Paths {
         };
         Paths {
             btf: var("TRACER_BTF_PATH", "/sys/kernel/btf/vmlinux"),
-            tracefs: var("TRACER_TRACEFS", "/sys/kernel/tracing"),
         }
     }
 }
 
-/// Raw tracepoints the kernel side attaches to. Their programs read the `TP_PROTO` arguments (a
-/// `struct sock *` first) and the socket at BTF offsets, not the formatted record, so only their
-/// existence is checked.
-/// (category, tracepoint, program).
-pub const RAW_TRACEPOINTS: [(&str, &str, &str); 6] = [
-    ("sock", "inet_sock_set_state", "syn_sent_enter"),
-    ("sock", "inet_sock_set_state", "syn_sent_leave"),
-    ("tcp", "tcp_retransmit_skb", "tcp_retransmit_skb"),
-    ("tcp", "tcp_receive_reset", "tcp_receive_reset"),
-    ("sock", "inet_sk_error_report", "inet_sk_error_report"),
-    ("tcp", "tcp_destroy_sock", "tcp_destroy_sock"),
+/// Tracepoints the kernel side attaches `tp_btf` programs to. Their programs read the `TP_PROTO`
+/// arguments (a `struct sock *` first) and the socket at BTF offsets, not the formatted record.
+/// (tracepoint, program).
+pub const TRACEPOINTS: [(&str, &str); 5] = [
+    ("inet_sock_set_state", "inet_sock_set_state"),
+    ("tcp_retransmit_skb", "tcp_retransmit_skb"),
+    ("tcp_receive_reset", "tcp_receive_reset"),
+    ("inet_sk_error_report", "inet_sk_error_report"),
+    ("tcp_destroy_sock", "tcp_destroy_sock"),
 ];
 
-/// The program whose skipped (nested) runs lose nothing: it acts on `CLOSE -> SYN_SENT` only, which
-/// never happens in the softirq a nested run comes from (`tracer-ebpf/src/inet_sock_set_state.rs`).
-pub const SKIPS_LOSE_NOTHING: &str = "syn_sent_enter";
+/// The program whose skipped (nested) runs the kernel side accounts for itself: each is harmless,
+/// recovered (`answered_seen_late`) or counted as an attempt lost (`end_unseen`), see
+/// `tracer-ebpf/src/inet_sock_set_state.rs`. Its skipped runs are not counted again as drops.
+pub const SKIPS_ACCOUNTED: &str = "inet_sock_set_state";
 
-pub fn check(paths: &Paths) -> Result<PathBuf, PreflightError> {
+/// Checks privileges, BTF and tracepoints; returns the kernel's BTF and the cgroup v2 root.
+pub fn check(paths: &Paths) -> Result<(Vec<u8>, PathBuf), PreflightError> {
     check_capabilities()?;
-    if !paths.btf.exists() {
+    let Ok(btf) = fs::read(&paths.btf) else {
         return Err(PreflightError::NoBtf(paths.btf.clone()));
+    };
+    let names: Vec<&str> = TRACEPOINTS.iter().map(|(tp, _)| *tp).collect();
+    match super::btf::first_missing_tracepoint(&btf, &names) {
+        Ok(None) => {}
+        Ok(Some(missing)) => return Err(PreflightError::MissingTracepoint(missing.into())),
+        Err(e) => {
+            return Err(PreflightError::BadBtf {
+                path: paths.btf.clone(),
+                message: e.to_string(),
+            });
+        }
     }
-    ensure_tracefs(&paths.tracefs)?;
-    for (category, name, _) in RAW_TRACEPOINTS {
-        check_exists(&paths.tracefs, category, name)?;
-    }
-    cgroup2_root()
+    Ok((btf, cgroup2_root()?))
 }
 
 fn check_capabilities() -> Result<(), PreflightError> {
@@ -108,48 +104,6 @@ fn check_capabilities() -> Result<(), PreflightError> {
             missing: missing.join(", "),
         })
     }
-}
-
-fn ensure_tracefs(path: &Path) -> Result<(), PreflightError> {
-    if path.join("events").is_dir() {
-        return Ok(());
-    }
-    let c = |s: &str| std::ffi::CString::new(s).unwrap_or_default();
-    let target = c(&path.to_string_lossy());
-    let (source, fstype) = (c("nodev"), c("tracefs"));
-    // SAFETY: all pointers are valid NUL-terminated strings for the duration of the call.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(PreflightError::Tracefs {
-            path: path.into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
-    Ok(())
-}
-
-/// The tracepoint exists on this kernel (its tracefs directory has a `format` file).
-fn check_exists(tracefs: &Path, category: &str, name: &str) -> Result<(), PreflightError> {
-    let path = tracefs
-        .join("events")
-        .join(category)
-        .join(name)
-        .join("format");
-    fs::metadata(&path)
-        .map(drop)
-        .map_err(|source| PreflightError::MissingTracepoint {
-            tracepoint: format!("{category}:{name}"),
-            path,
-            source,
-        })
 }
 
 /// The cgroup v2 hierarchy root: `/sys/fs/cgroup` on pure v2 nodes, `/sys/fs/cgroup/unified` on hybrid.

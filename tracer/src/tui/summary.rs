@@ -119,6 +119,7 @@ fn dropped_text(d: &crate::record::Dropped) -> String {
         ("healthy map full", d.healthy_map_full),
         ("decode errors", d.decode_errors),
         ("expired flows", d.expired_flows),
+        ("ends unseen", d.end_unseen),
     ]
     .into_iter()
     .filter(|&(_, n)| n > 0)

@@ -202,6 +202,7 @@ fn dropped_breakdown(state: &State) -> String {
             ("healthy map", d.healthy_map_full),
             ("decode", d.decode_errors),
             ("expired", d.expired_flows),
+            ("ends unseen", d.end_unseen),
         ] {
             if n > 0 {
                 parts.push(format!("{name} {n}"));
