@@ -127,3 +127,17 @@ pub fn vm_hwm(pid: u32) -> Option<u64> {
         .ok()?;
     Some(kib * 1024)
 }
+
+/// CPU time `pid` has used so far, all threads, user + system, seconds (`/proc/PID/stat`).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: count fields after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // After ')' come state (field 3) ... utime is field 14, stime field 15.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some((utime + stime) as f64 / ticks)
+}

@@ -14,6 +14,8 @@ pub struct TracerOutput {
     pub dropped: String,
     pub attempts_map_full: u64,
     pub ring_buffer_full: u64,
+    /// Answers whose state change the kernel skipped, recovered when the socket was destroyed.
+    pub answered_seen_late: u64,
     /// Final `connect` records with a failure verdict from the client namespace to `dst`.
     pub failures_reported: u64,
 }
@@ -49,6 +51,7 @@ pub fn read_tracer_output(path: &Path, netns: &str, dst: &str) -> anyhow::Result
                 let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
                 out.attempts = n(&v, "attempts");
                 out.events = n(&v, "events");
+                out.answered_seen_late = n(&v, "answered_seen_late");
                 let d = v.get("dropped").cloned().unwrap_or_default();
                 out.attempts_map_full = n(&d, "attempts_map_full");
                 out.ring_buffer_full = n(&d, "ring_buffer_full");
