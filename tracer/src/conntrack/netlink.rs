@@ -79,9 +79,16 @@ const TCP_CONNTRACK_SYN_SENT: u8 = 1;
 const TCP_CONNTRACK_SYN_RECV: u8 = 2;
 const TCP_CONNTRACK_ESTABLISHED: u8 = 3;
 
+/// Room for one netlink datagram: the kernel sizes dump datagrams to at most 32 KiB.
+const RECV_BUFFER_BYTES: usize = 64 * 1024;
+
 pub struct Conntrack {
     socket: Socket,
     seq: u32,
+    /// Reused for every datagram: one `recv` per reply, no allocation (a lookup is asked for every
+    /// attempt that needs attention, so its cost is per event).
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
 }
 
 impl Conntrack {
@@ -90,6 +97,8 @@ impl Conntrack {
         Ok(Conntrack {
             socket: socket_in(netns_path)?,
             seq: 0,
+            recv_buf: Vec::with_capacity(RECV_BUFFER_BYTES),
+            send_buf: Vec::new(),
         })
     }
 
@@ -162,15 +171,24 @@ impl Conntrack {
             )),
         );
         request.finalize();
-        let mut buf = vec![0; request.buffer_len()];
-        request.serialize(&mut buf);
-        self.socket.send(&buf, 0)?;
+        self.send_buf.clear();
+        self.send_buf.resize(request.buffer_len(), 0);
+        request.serialize(&mut self.send_buf);
+        self.socket.send(&self.send_buf, 0)?;
 
         let mut entries = Vec::new();
         let dump = flags & NLM_F_DUMP != 0;
         loop {
-            let (bytes, _) = self.socket.recv_from_full()?;
-            let parsed = parse_proto(&bytes, proto)?;
+            self.recv_buf.clear();
+            // MSG_TRUNC: the datagram's real length, so a truncated one is an error, not a
+            // silently partial reply.
+            let len = self.socket.recv(&mut self.recv_buf, libc::MSG_TRUNC)?;
+            if len > self.recv_buf.len() {
+                return Err(ConntrackError::Decode(format!(
+                    "a {len}-byte datagram does not fit the {RECV_BUFFER_BYTES}-byte buffer"
+                )));
+            }
+            let parsed = parse_proto(&self.recv_buf, proto)?;
             entries.extend(parsed.entries);
             if parsed.done || !dump {
                 return Ok(entries);
