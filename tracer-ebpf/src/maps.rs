@@ -5,8 +5,8 @@ use aya_ebpf::{
     maps::{HashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
-    Attempt, ConnectEvent, HealthyKey, HealthyStats, KernelFilter, MAX_ATTEMPTS,
-    MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+    Attempt, ConnectEvent, EVENT_SYN_RETRANSMIT, HealthyKey, HealthyStats, KernelFilter,
+    MAX_ATTEMPTS, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
 };
 
 /// The LRU map written on every connect keeps one LRU list per CPU: no cross-CPU lock on insert. Each
@@ -101,6 +101,24 @@ pub fn now_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
+/// `bpf_ringbuf_submit` flags and `bpf_ringbuf_query` selector.
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+/// Unread bytes past which an attempt's end wakes the reader anyway: an eighth of the ring.
+const WAKE_ABOVE_BYTES: u64 = RING_BUFFER_BYTES as u64 / 8;
+
+/// Whether submitting a record wakes the reader. A wakeup is an interrupt-work item in the kernel
+/// and a context switch of the tracer, per record: an attempt's end (most records) waits for the
+/// reader's short drain timer (`tracer/src/live.rs`, `DRAIN_EVERY`) unless the ring is filling
+/// up; a SYN retransmit, the live sign of a black hole, wakes it at once.
+fn wakeup_flags(kind: u32) -> u64 {
+    if kind == EVENT_SYN_RETRANSMIT || EVENTS.query(BPF_RB_AVAIL_DATA) > WAKE_ABOVE_BYTES {
+        0 // the kernel's default: wake the reader if it is waiting
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
 /// Sends one record about `attempt`; a full ring buffer is counted, never silent.
 pub fn emit(kind: u32, error: i32, attempt: &Attempt) {
     match EVENTS.reserve::<ConnectEvent>(0) {
@@ -111,7 +129,7 @@ pub fn emit(kind: u32, error: i32, attempt: &Attempt) {
                 event_ns: now_ns(),
                 attempt: *attempt,
             });
-            entry.submit(0);
+            entry.submit(wakeup_flags(kind));
             count(counter::EVENTS_SENT);
         }
         None => count(counter::RINGBUF_FULL),

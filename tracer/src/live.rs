@@ -191,6 +191,8 @@ async fn event_loop(
     stats_tick.tick().await;
     let mut dns_tick = tokio::time::interval(crate::dns::TICK);
     dns_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
+    drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
@@ -203,6 +205,11 @@ async fn event_loop(
                 drop(guard);
                 drain(kernel, pipeline, sink)?;
                 sink.flush()?;
+            }
+            _ = drain_tick.tick() => {
+                if drain(kernel, pipeline, sink)? {
+                    sink.flush()?;
+                }
             }
             _ = dns_tick.tick() => {
                 let stages = &mut pipeline.stages;
@@ -265,13 +272,24 @@ struct Pipeline {
     conntrack_failed: bool,
 }
 
-/// Takes every record currently in the ring buffer through the pipeline.
-fn drain(kernel: &mut KernelSide, pipeline: &mut Pipeline, sink: &mut dyn Sink) -> io::Result<()> {
+/// How often the ring buffer is read without being woken: the kernel side wakes the reader only
+/// for live records and a filling ring (`tracer-ebpf/src/maps.rs`), so an attempt's end waits at
+/// most this long (a wakeup per record is a context switch of the tracer and work in the kernel).
+const DRAIN_EVERY: Duration = Duration::from_millis(50);
+
+/// Takes every record currently in the ring buffer through the pipeline. Whether anything was read.
+fn drain(
+    kernel: &mut KernelSide,
+    pipeline: &mut Pipeline,
+    sink: &mut dyn Sink,
+) -> io::Result<bool> {
     let ring = kernel.ring.get_mut();
+    let mut any = false;
     while let Some(item) = ring.next() {
         pipeline.stages.process(&item, sink)?;
+        any = true;
     }
-    Ok(())
+    Ok(any)
 }
 
 impl Pipeline {
