@@ -362,8 +362,13 @@ const _: () = assert!(size_of::<SockOffsets>() == 64);
 pub struct KernelFilter {
     /// Only follow attempts from this network namespace cookie; 0 = every namespace.
     pub netns_cookie: u64,
+    /// Non-zero: every program returns at once (`tracer trace --hooks-only`, for the benchmark:
+    /// what attaching the hooks costs before they do any work). Read-only data, so the verifier
+    /// knows it and drops the branch it never takes: a normal run pays nothing for it.
+    pub hooks_only: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<KernelFilter>() == 8);
+const _: () = assert!(size_of::<KernelFilter>() == 16);
 
 #[cfg(feature = "user")]
 mod user {

@@ -22,7 +22,7 @@ use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
 
 use crate::{
     attempts::{self, Sock},
-    maps::{caller, count, filter},
+    maps::{caller, count, filter, hooks_only},
 };
 
 const IPPROTO_TCP: u32 = 6;
@@ -31,12 +31,18 @@ const ALLOW: i32 = 1;
 
 #[cgroup_sock_addr(connect4)]
 pub fn connect4(ctx: SockAddrContext) -> i32 {
+    if hooks_only() {
+        return ALLOW;
+    }
     remember(&ctx, AF_INET);
     ALLOW
 }
 
 #[cgroup_sock_addr(connect6)]
 pub fn connect6(ctx: SockAddrContext) -> i32 {
+    if hooks_only() {
+        return ALLOW;
+    }
     remember(&ctx, AF_INET6);
     ALLOW
 }

@@ -26,7 +26,7 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{EVENTS, caller, count, filter, now_ns},
+    maps::{EVENTS, caller, count, filter, hooks_only, now_ns},
     maps_dns::{DNS_HEALTHY, DNS_SOCK_ANSWERED, PENDING_DNS, dns_config},
 };
 
@@ -41,7 +41,7 @@ const E2BIG: i32 = 7;
 
 #[cgroup_skb(egress)]
 pub fn dns_egress(ctx: SkBuffContext) -> i32 {
-    if maybe_udp(&ctx) {
+    if !hooks_only() && maybe_udp(&ctx) {
         let _ = query(&ctx);
     }
     PASS
@@ -49,7 +49,7 @@ pub fn dns_egress(ctx: SkBuffContext) -> i32 {
 
 #[cgroup_skb(ingress)]
 pub fn dns_ingress(ctx: SkBuffContext) -> i32 {
-    if maybe_udp(&ctx) {
+    if !hooks_only() && maybe_udp(&ctx) {
         let _ = reply(&ctx);
     }
     PASS

@@ -21,7 +21,7 @@ use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
     attempts::{self, Sock},
-    maps::{emit, now_ns, sock_offsets},
+    maps::{emit, hooks_only, now_ns, sock_offsets},
     maps_dns::DNS_SOCK_ERRORS,
     sock_fields::{self, read},
 };
@@ -38,6 +38,9 @@ const QUEUE_PREV: u64 = 8;
 
 #[btf_tracepoint(function = "inet_sk_error_report")]
 pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
+    if hooks_only() {
+        return 0;
+    }
     let sk = Sock(ctx.arg(0));
     let sock = sk.0;
     // A reset of an established connection (every connection a client closes with RST): not a

@@ -34,7 +34,7 @@ use tracer_common::{
 
 use crate::{
     attempts::{self, Sock},
-    maps::{HEALTHY, caller, count, emit, filter, now_ns},
+    maps::{HEALTHY, caller, count, emit, filter, hooks_only, now_ns},
     sock_fields,
 };
 
@@ -47,6 +47,9 @@ const EADDRNOTAVAIL: i32 = 99;
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
+    if hooks_only() {
+        return 0;
+    }
     let old: i32 = ctx.arg(1);
     let new: i32 = ctx.arg(2);
     let sk = Sock(ctx.arg(0));

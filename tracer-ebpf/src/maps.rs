@@ -37,7 +37,11 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::C
 
 /// Set by userspace before load (read-only data, so the verifier treats it as a constant).
 #[unsafe(no_mangle)]
-static FILTER: KernelFilter = KernelFilter { netns_cookie: 0 };
+static FILTER: KernelFilter = KernelFilter {
+    netns_cookie: 0,
+    hooks_only: 0,
+    _pad: 0,
+};
 
 /// Set by userspace before load from the running kernel's BTF.
 #[unsafe(no_mangle)]
@@ -68,6 +72,11 @@ pub fn sock_offsets() -> SockOffsets {
 pub fn filter() -> KernelFilter {
     // SAFETY: FILTER is a plain static; the volatile read stops the compiler from folding the default.
     unsafe { core::ptr::read_volatile(&raw const FILTER) }
+}
+
+/// `tracer trace --hooks-only`: every program returns before doing anything.
+pub fn hooks_only() -> bool {
+    filter().hooks_only != 0
 }
 
 pub fn count(index: u32) {

@@ -18,12 +18,15 @@ use tracer_common::{EVENT_CONNECT_END, FLAG_NO_SYN, counter};
 use crate::{
     attempts::{self, Sock},
     inet_sock_set_state::{Seen, answered},
-    maps::{count, emit, now_ns},
+    maps::{count, emit, hooks_only, now_ns},
     sock_fields,
 };
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
 pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
+    if hooks_only() {
+        return 0;
+    }
     let sk = Sock(ctx.arg(0));
     let Some(attempt) = attempts::attempt_of(sk) else {
         return 0;

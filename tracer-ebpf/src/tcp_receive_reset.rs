@@ -6,10 +6,16 @@
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
 use tracer_common::FLAG_RST_RECEIVED;
 
-use crate::attempts::{self, Sock};
+use crate::{
+    attempts::{self, Sock},
+    maps::hooks_only,
+};
 
 #[btf_tracepoint(function = "tcp_receive_reset")]
 pub fn tcp_receive_reset(ctx: BtfTracePointContext) -> i32 {
+    if hooks_only() {
+        return 0;
+    }
     if let Some(attempt) = attempts::attempt_of(Sock(ctx.arg(0))) {
         attempt.flags |= FLAG_RST_RECEIVED;
     }

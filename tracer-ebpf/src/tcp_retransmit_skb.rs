@@ -8,7 +8,7 @@ use tracer_common::EVENT_SYN_RETRANSMIT;
 
 use crate::{
     attempts::{self, Sock},
-    maps::emit,
+    maps::{emit, hooks_only},
     sock_fields,
 };
 
@@ -16,6 +16,9 @@ const TCP_SYN_SENT: u8 = 2;
 
 #[btf_tracepoint(function = "tcp_retransmit_skb")]
 pub fn tcp_retransmit_skb(ctx: BtfTracePointContext) -> i32 {
+    if hooks_only() {
+        return 0;
+    }
     let sk = Sock(ctx.arg(0));
     if sock_fields::state(sk.0) != TCP_SYN_SENT {
         return 0;

@@ -66,6 +66,10 @@ pub struct PipelineArgs {
     #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_attempts: u32,
+    /// Attach every program but make each return at once (for `cargo xtask bench`: what the hooks
+    /// cost before they do any work). Nothing is traced.
+    #[arg(long, hide = true)]
+    pub hooks_only: bool,
     /// Do not follow DNS: the DNS hooks see every packet of every socket on the node (a cgroup BPF
     /// check per packet); without them only TCP connects are followed.
     #[arg(long)]

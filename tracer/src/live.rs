@@ -87,6 +87,8 @@ async fn trace(
     let identities = identities(&args.pipeline).await?;
     let filter = KernelFilter {
         netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+        hooks_only: u32::from(args.pipeline.hooks_only),
+        _pad: 0,
     };
 
     let conntrack_netns = conntrack_netns_path(&args.pipeline.conntrack_netns)?;

@@ -80,7 +80,8 @@ pub struct BenchArgs {
     /// Keep the peers' output files (in /tmp/bhb-bench-PID).
     #[arg(long)]
     pub keep: bool,
-    /// Peers to run beside "none" in the connect rounds (all by default): tracer, conntrack, bpftrace.
+    /// Peers to run beside "none" in the connect rounds (all by default): tracer, hooks (the
+    /// tracer's programs attached but returning at once), conntrack, bpftrace.
     #[arg(long, value_delimiter = ',', value_parser = parse_peer)]
     pub peers: Vec<Peer>,
     /// Extra argument for the tracer in the connect rounds (repeatable), to measure what a part costs,
@@ -99,7 +100,7 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
     Peer::ALL
         .into_iter()
         .find(|p| p.short() == s)
-        .ok_or_else(|| format!("unknown peer {s:?}: tracer, conntrack or bpftrace"))
+        .ok_or_else(|| format!("unknown peer {s:?}: tracer, hooks, conntrack or bpftrace"))
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -448,6 +449,8 @@ fn connect_rounds(
         format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
     );
     let mut tracer_loss = 0.0;
+    let mut tracer_cpu = f64::NAN;
+    let mut hooks_loss = None;
     for peer in plan.peers.iter().copied().filter(|p| *p != Peer::None) {
         let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
         let ratios: Vec<f64> = (0..cycles)
@@ -465,8 +468,12 @@ fn connect_rounds(
             loss * 100.0,
             median(&cpu) * 100.0
         );
+        if peer == Peer::HooksOnly {
+            hooks_loss = Some(loss);
+        }
         if peer == Peer::Tracer {
             tracer_loss = loss;
+            tracer_cpu = median(&cpu);
             table.check(
                 "connects/s with this tracer, loss vs none",
                 value,
@@ -534,10 +541,27 @@ fn connect_rounds(
         })
         .unwrap_or_default();
     if tracer_loss > 0.03 {
+        let hooks = hooks_loss.map_or_else(String::new, |h| {
+            format!(
+                "with the same programs attached but each returning at once the loss is {:.1}%: \
+                 what the hooks cost before doing any work, since most of the ~{:.0} program runs \
+                 per connect are for packets and state changes that are not a connect. ",
+                h * 100.0,
+                prog_totals.values().map(|(_, cnt, _)| *cnt).sum::<u64>() as f64
+                    / connects.max(1) as f64
+            )
+        });
         table.notes.push(format!(
-            "connect-rate loss {:.1}%: the programs' own clocks say {:.1}% of the CPU a connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}. A perf profile of a tracer round (perf record -a) puts the rest in what run_time_ns does not see: the per-packet cgroup_skb dispatch of the DNS hooks (every packet of every socket, about 1.5% of the machine) and cache misses in the 64k-bucket attempt table (about 1%). Following DNS from the sockets' sends and receives instead of every packet, and keeping the attempt in socket-local storage (tp_btf) instead of a global hash, would close most of it",
+            "connect-rate loss {:.1}%: {hooks}The programs' own clocks say {:.1}% of the CPU a \
+             connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
+             process used {:.1}% of a core. The work per connect is the attempt's table entry \
+             (opened at connect(), completed at SYN_SENT, removed when answered, looked up when each \
+             socket ends), the healthy count and the DNS hooks' packet checks. Tried and not kept: \
+             the attempt in socket-local storage (its allocation per connect cost more than the \
+             lookups it saves) and a small per-socket count in front of the table (no gain)",
             tracer_loss * 100.0,
-            kernel_share * 100.0
+            kernel_share * 100.0,
+            tracer_cpu * 100.0
         ));
     }
     let recovered: u64 = tracer_rounds

@@ -1,5 +1,6 @@
-//! What runs beside the load in each round: nothing, this tracer, `conntrack -E` (in the node
-//! namespace), or a bpftrace printer on the tracer's own tracepoints. Each runs as a child process
+//! What runs beside the load in each round: nothing, this tracer, this tracer with every program
+//! returning at once (what the hooks alone cost), `conntrack -E` (in the node namespace), or a
+//! bpftrace printer on the tracer's own tracepoints. Each runs as a child process
 //! writing to a file; `Running` stops it (SIGTERM/SIGINT, then SIGKILL after a bound) on Drop.
 use std::{
     fs::File,
@@ -18,18 +19,27 @@ use super::{interrupted, testbed::Testbed};
 pub enum Peer {
     None,
     Tracer,
+    /// `tracer trace --hooks-only`: the same programs attached, each returning at once.
+    HooksOnly,
     Conntrack,
     Bpftrace,
 }
 
 impl Peer {
-    pub const ALL: [Peer; 4] = [Peer::None, Peer::Tracer, Peer::Conntrack, Peer::Bpftrace];
+    pub const ALL: [Peer; 5] = [
+        Peer::None,
+        Peer::Tracer,
+        Peer::HooksOnly,
+        Peer::Conntrack,
+        Peer::Bpftrace,
+    ];
 
     /// The name `--peers` takes.
     pub fn short(self) -> &'static str {
         match self {
             Peer::None => "none",
             Peer::Tracer => "tracer",
+            Peer::HooksOnly => "hooks",
             Peer::Conntrack => "conntrack",
             Peer::Bpftrace => "bpftrace",
         }
@@ -39,6 +49,7 @@ impl Peer {
         match self {
             Peer::None => "no tracer",
             Peer::Tracer => "this tracer",
+            Peer::HooksOnly => "its hooks, empty",
             Peer::Conntrack => "conntrack -E",
             Peer::Bpftrace => "bpftrace printer",
         }
@@ -125,11 +136,14 @@ pub fn start(
     ));
     match peer {
         Peer::None => Ok(None),
-        Peer::Tracer => {
+        Peer::Tracer | Peer::HooksOnly => {
             let mut cmd = Command::new(tracer);
             cmd.args(["trace", "--format", "json", "--output"])
                 .arg(&output)
                 .args(tracer_args);
+            if peer == Peer::HooksOnly {
+                cmd.arg("--hooks-only");
+            }
             start_tracer(cmd, output).map(Some)
         }
         Peer::Conntrack => {
