@@ -2,7 +2,7 @@
 //! after `connect()` reaches it: the one place that knows how attempts are stored.
 use tracer_common::{Attempt, counter};
 
-use crate::maps::{ATTEMPTS, count};
+use crate::maps::{ATTEMPTS, UNSTORED, count};
 
 /// The kernel's `struct sock *` as a tracepoint passed it, as a number: the attempt's key, and where
 /// the field reads start from (`sock_fields.rs`).
@@ -17,12 +17,24 @@ pub fn attempt_of(sk: Sock) -> Option<&'static mut Attempt> {
     Some(unsafe { &mut *value })
 }
 
-/// Opens `attempt` on `sk`, replacing any it had; a full table is counted.
+/// Opens `attempt` on `sk`, replacing any it had; a full table is counted, and the socket
+/// remembered as counted (`was_unstored`).
 pub fn open(sk: Sock, attempt: &Attempt) -> bool {
     if ATTEMPTS.insert(&sk.0, attempt, 0).is_ok() {
         true
     } else {
         count(counter::ATTEMPTS_MAP_FULL);
+        let _ = UNSTORED.insert(&sk.0, &1, 0);
+        false
+    }
+}
+
+/// Whether `open` found no room for `sk` earlier (its loss is counted already). Forgets it.
+pub fn was_unstored(sk: Sock) -> bool {
+    if UNSTORED.get_ptr(&sk.0).is_some() {
+        let _ = UNSTORED.remove(&sk.0);
+        true
+    } else {
         false
     }
 }

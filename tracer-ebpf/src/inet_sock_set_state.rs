@@ -93,6 +93,10 @@ fn on_syn_sent(sk: Sock) {
     if filter().netns_cookie != 0 {
         return;
     }
+    // Or one the hook saw but found the table full for: not followed, and counted already.
+    if attempts::was_unstored(sk) {
+        return;
+    }
     let who = caller(bpf_get_current_pid_tgid());
     let attempt = Attempt {
         sock: sk.0,

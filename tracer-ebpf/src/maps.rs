@@ -2,7 +2,7 @@
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     macros::map,
-    maps::{HashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use tracer_common::{
     Attempt, ConnectEvent, EVENT_SYN_RETRANSMIT, HealthyKey, HealthyStats, KernelFilter,
@@ -24,6 +24,14 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(RING_BUFFER_BYTES, 0);
 /// more than the lookups it saves.)
 #[map]
 pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEMPTS, 0);
+
+/// Sockets whose attempt the `connect()` hook found no room for, already counted in
+/// `ATTEMPTS_MAP_FULL`. The state-change program opens attempts for sockets the hook never saw
+/// (kernel sockets); this tells it that one was seen, so the loss is not counted twice. Written only
+/// while the table is full; LRU, since only the last few matter (the state change follows the hook
+/// inside the same `connect()`).
+#[map]
+pub static UNSTORED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(1024, 0);
 
 /// Healthy connects per destination, read (and summed over CPUs) by userspace periodically. Per-CPU so
 /// the hot path needs no atomics.

@@ -816,12 +816,15 @@ fn flood(
         "flood: kernel map memory (memlock)",
         format!("{:.1} MiB", mib(memlock)),
     );
+    // Each attempt that found the table full is counted once: a few more only if other connects
+    // on the machine took slots meanwhile.
     let expected_full = opened.saturating_sub(65_536);
+    let slack = 100 + opened / 100;
     table.check(
         "flood: attempts not followed (attempts_map_full)",
         out.attempts_map_full.to_string(),
-        format!(">= {expected_full}, counted"),
-        out.attempts_map_full >= expected_full,
+        format!("{expected_full}..{}, counted once", expected_full + slack),
+        (expected_full..=expected_full + slack).contains(&out.attempts_map_full),
     );
     table.info(
         "flood: events lost to a full ring buffer (counted)",
