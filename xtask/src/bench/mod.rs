@@ -362,10 +362,16 @@ fn connect_rounds(
     // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
     // add two clock reads to every program run, so they stay out of the rounds that measure loss.
     let schedule = (0..cycles)
-        // Each cycle starts one peer later, so no peer always follows the same one.
+        // Each cycle starts with the next peer, so each runs first once in n cycles, and every other
+        // cycle goes backwards: a plain rotation keeps the order around the circle, so each peer
+        // would nearly always run right after the same one, and whatever a round leaves behind (a
+        // peer's teardown) would always land on the same peer.
         .flat_map(|c| {
             let n = plan.peers.len();
-            (0..n).map(move |i| (c, plan.peers[(i + c) % n], false))
+            (0..n).map(move |i| {
+                let at = if c % 2 == 0 { c + i } else { c + n * n - i };
+                (c, plan.peers[at % n], false)
+            })
         })
         .chain(std::iter::once((cycles, Peer::Tracer, true)));
     for (cycle, peer, with_stats) in schedule {
@@ -462,10 +468,18 @@ fn connect_rounds(
             .filter(|r| r.peer == peer && !r.with_stats)
             .filter_map(|r| r.peer_cpu)
             .collect();
+        // The spread of the cycles' losses says how far the median can be trusted on this machine.
+        let (least, most) = ratios
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+                (lo.min(1.0 - r), hi.max(1.0 - r))
+            });
         let value = format!(
-            "{:.0}/s, loss {:.1}%, its process {:.1}% of a core",
+            "{:.0}/s, loss {:.1}% (cycles {:.0}..{:.0}%), its process {:.1}% of a core",
             median(&rates),
             loss * 100.0,
+            least * 100.0,
+            most * 100.0,
             median(&cpu) * 100.0
         );
         if peer == Peer::HooksOnly {
