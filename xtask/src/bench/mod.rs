@@ -37,7 +37,7 @@ use anyhow::{Context as _, bail};
 pub use load::flood_worker;
 use load::{LoadConfig, LoadResult};
 use peers::Peer;
-use report::{Table, median};
+use report::{Table, median, median_uncertainty};
 
 use crate::{
     run::workspace_root,
@@ -47,7 +47,7 @@ use crate::{
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// About 2 minutes: 3 cycles of 3 s rounds (default: 5 cycles of 8 s, about 5 minutes).
+    /// About 2 minutes: 3 cycles of 3 s rounds (default: 8 cycles of 5 s, about 6 minutes).
     #[arg(long)]
     pub quick: bool,
     /// Cycles of interleaved rounds (one round per peer each).
@@ -150,7 +150,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let (rounds, round_secs) = if args.quick { (3, 3.0) } else { (5, 8.0) };
+    let (rounds, round_secs) = if args.quick { (3, 3.0) } else { (8, 5.0) };
     let rounds = args.rounds.unwrap_or(rounds).max(1);
     let round = Duration::from_secs_f64(args.round_secs.unwrap_or(round_secs).clamp(0.5, 120.0));
     let load_cfg = LoadConfig {
@@ -455,6 +455,8 @@ fn connect_rounds(
         format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
     );
     let mut tracer_loss = 0.0;
+    // The loss plus its uncertainty: what the target is checked against.
+    let mut tracer_bound = 0.0;
     let mut tracer_cpu = f64::NAN;
     let mut hooks_loss = None;
     for peer in plan.peers.iter().copied().filter(|p| *p != Peer::None) {
@@ -474,10 +476,16 @@ fn connect_rounds(
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
                 (lo.min(1.0 - r), hi.max(1.0 - r))
             });
+        let uncertainty = median_uncertainty(&ratios);
         let value = format!(
-            "{:.0}/s, loss {:.1}% (cycles {:.0}..{:.0}%), its process {:.1}% of a core",
+            "{:.0}/s, loss {:.1}% ± {} (cycles {:.0}..{:.0}%), its process {:.1}% of a core",
             median(&rates),
             loss * 100.0,
+            if uncertainty.is_nan() {
+                "?".to_string()
+            } else {
+                format!("{:.1}", uncertainty * 100.0)
+            },
             least * 100.0,
             most * 100.0,
             median(&cpu) * 100.0
@@ -488,11 +496,20 @@ fn connect_rounds(
         if peer == Peer::Tracer {
             tracer_loss = loss;
             tracer_cpu = median(&cpu);
+            // A pass has to hold with the noise added: a median under 3% by luck of the rounds is
+            // not one. Too few cycles to say how noisy they were: the median alone decides.
+            let bound = loss
+                + if uncertainty.is_nan() {
+                    0.0
+                } else {
+                    uncertainty
+                };
+            tracer_bound = bound;
             table.check(
                 "connects/s with this tracer, loss vs none",
                 value,
-                "loss <= 3%",
-                loss <= 0.03,
+                "loss + ± <= 3%",
+                bound <= 0.03,
             );
         } else {
             table.info(
@@ -554,7 +571,7 @@ fn connect_rounds(
             )
         })
         .unwrap_or_default();
-    if tracer_loss > 0.03 {
+    if tracer_bound > 0.03 {
         let hooks = hooks_loss.map_or_else(String::new, |h| {
             format!(
                 "with the same programs attached but each returning at once the loss is {:.1}%: \
@@ -566,7 +583,7 @@ fn connect_rounds(
             )
         });
         table.notes.push(format!(
-            "connect-rate loss {:.1}%: {hooks}The programs' own clocks say {:.1}% of the CPU a \
+            "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The programs' own clocks say {:.1}% of the CPU a \
              connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
              process used {:.1}% of a core. The work per connect is the attempt's table entry \
              (opened at connect(), completed at SYN_SENT, removed when answered, looked up when each \
@@ -574,6 +591,7 @@ fn connect_rounds(
              the attempt in socket-local storage (its allocation per connect cost more than the \
              lookups it saves) and a small per-socket count in front of the table (no gain)",
             tracer_loss * 100.0,
+            tracer_bound * 100.0,
             kernel_share * 100.0,
             tracer_cpu * 100.0
         ));

@@ -81,6 +81,19 @@ pub fn read_tracer_output(path: &Path, netns: &str, dst: &str) -> anyhow::Result
     Ok(out)
 }
 
+/// The standard error of the median of `values`: 1.25 standard deviations over the square root of
+/// their number (its large-sample value for normally spread data). NaN for fewer than 3 values.
+pub fn median_uncertainty(values: &[f64]) -> f64 {
+    let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 3 {
+        return f64::NAN;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let variance = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    1.2533 * variance.sqrt() / n.sqrt()
+}
+
 pub fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
@@ -200,6 +213,15 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_uncertainty_shrinks_with_more_values_and_needs_three() {
+        let few = median_uncertainty(&[1.0, 2.0, 3.0]);
+        assert!((few - 1.2533 / 3f64.sqrt()).abs() < 1e-9, "{few}");
+        let many = median_uncertainty(&[1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        assert!(many < few, "{many} vs {few}");
+        assert!(median_uncertainty(&[1.0, 2.0]).is_nan());
+    }
 
     #[test]
     fn median_of_odd_and_even() {
