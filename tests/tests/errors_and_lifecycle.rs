@@ -6,7 +6,7 @@ use std::{
 };
 
 use tests::{
-    testbed::{TwoHosts, nft_drop_syn_to},
+    testbed::{TwoHosts, connect_from, nft_drop_syn_to},
     tracer::{Tracer, run_to_exit},
 };
 
@@ -236,4 +236,30 @@ fn an_attempt_the_full_table_missed_is_counted_once_without_a_namespace_filter()
     // table slots meanwhile (each of those is one more, never two).
     let full = stats["dropped"]["attempts_map_full"].as_u64().unwrap_or(0);
     assert!((3..=5).contains(&full), "counted once each: {stats}");
+}
+
+/// The benchmark's "its hooks, empty" peer (`--hooks-only`) must be what it says: every program
+/// attached, none doing any work. A refused connect, which a normal run reports, leaves no trace.
+#[test]
+fn hooks_only_attaches_every_program_and_does_nothing() {
+    let bed = TwoHosts::new("hooks");
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--hooks-only"]);
+    assert_eq!(prog_ids_of(tracer.pid()).len(), 9, "all programs attached");
+    let nobody = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 9001));
+    let refused = connect_from(&bed.client, "tc-hooks", nobody, Duration::from_secs(2));
+    assert_eq!(
+        refused.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused),
+        "nothing listens on the server's port 9001"
+    );
+    tracer.collect_for(Duration::from_millis(300));
+    let (ok, records, stderr) = tracer.stop();
+    assert!(ok, "{stderr}");
+    let last = records.last().expect("a final stats record");
+    assert_eq!(last["kind"], "stats", "{last}");
+    assert_eq!(last["attempts"], 0, "no attempt opened: {last}");
+    assert!(
+        records.iter().all(|v| v["kind"] != "connect"),
+        "no connect record: {records:?}"
+    );
 }
