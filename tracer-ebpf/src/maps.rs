@@ -29,7 +29,9 @@ pub static ATTEMPTS: HashMap<u64, Attempt> = HashMap::with_max_entries(MAX_ATTEM
 /// `ATTEMPTS_MAP_FULL`. The state-change program opens attempts for sockets the hook never saw
 /// (kernel sockets); this tells it that one was seen, so the loss is not counted twice. Written only
 /// while the table is full; LRU, since only the last few matter (the state change follows the hook
-/// inside the same `connect()`).
+/// inside the same `connect()`). Left over: the entry of a socket that failed before `SYN_SENT`
+/// stays until evicted, and a kernel socket reusing its address meanwhile, with the table still full,
+/// would go uncounted; not worth a second lookup at every socket's end.
 #[map]
 pub static UNSTORED: LruHashMap<u64, u8> = LruHashMap::with_max_entries(1024, 0);
 

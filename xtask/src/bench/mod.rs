@@ -47,7 +47,7 @@ use crate::{
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// About 2 minutes: 3 cycles of 3 s rounds (default: 8 cycles of 5 s, about 6 minutes).
+    /// About 2 minutes: 3 cycles of 3 s rounds (default: 8 cycles of 5 s, about 5 minutes).
     #[arg(long)]
     pub quick: bool,
     /// Cycles of interleaved rounds (one round per peer each).
