@@ -17,10 +17,10 @@
 //! `maps_dns.rs`); `inet_sk_error_report.rs` also remembers sockets refused by ICMP.
 //!
 //! Only tracepoints (`tp_btf`) and cgroup hooks are used: fentry and kprobes are not available on
-//! every node. The tracepoint programs (`sock_fields.rs` says why these) read `struct sock` at offsets
-//! userspace takes from the running kernel's BTF. No syscall tracepoint: attaching one puts every task of the node on the
-//! slow syscall path (about 100 ns more per syscall, measured here), so a `connect()` that fails by
-//! itself is seen from the socket instead.
+//! every node. The tracepoint programs (`sock_fields.rs` says why these) read `struct sock` at
+//! offsets userspace takes from the running kernel's BTF. No syscall tracepoint: attaching one puts
+//! every task of the node on the slow syscall path (about 100 ns more per syscall, measured here),
+//! so a `connect()` that fails by itself is seen from the socket instead.
 #![no_std]
 #![no_main]
 #![expect(

@@ -246,7 +246,7 @@ pub struct StatsRecord {
     /// Of those, answered on the first SYN (counted, not sent one by one).
     pub established_first_syn: u64,
     /// Attempts whose answer the kernel skipped (a program run nested in itself) and that were
-    /// seen answered when they left `ESTABLISHED`: recovered, not lost.
+    /// found answered when their socket was destroyed: recovered, not lost.
     #[serde(default)]
     pub answered_seen_late: u64,
     /// Records received from the kernel.
@@ -282,7 +282,7 @@ pub struct ConntrackStats {
 pub struct Dropped {
     /// Kernel records lost because the ring buffer was full.
     pub ring_buffer_full: u64,
-    /// Attempts not followed because the kernel could not allocate their storage on the socket.
+    /// Attempts not followed because the kernel's attempt table was full.
     pub attempts_map_full: u64,
     /// Destinations whose healthy count could not be kept.
     pub healthy_map_full: u64,

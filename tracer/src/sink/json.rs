@@ -37,13 +37,12 @@
 //!   `explanation`.
 //! - `connect` records to port 53 carry `"dns": true` (DNS over TCP).
 //! - `stats`: totals and losses: `attempts`, `established_first_syn`, `answered_seen_late`,
-//!   `events`, `open_flows`,
-//!   `dropped` {`ring_buffer_full`, `attempts_map_full`, `healthy_map_full`,
-//!   `decode_errors`, `expired_flows`, `conntrack_events_lost`, `dns_pending_full`,
-//!   `dns_ring_buffer_full`, `dns_healthy_map_full`, `skipped_program_runs`, `end_unseen`}, `dns` {`queries`,
-//!   `healthy`, `slow_or_error`, `unanswered`, `refused`, `stuck_sockets`, `malformed`}, `conntrack`
-//!   {`destroy_events` (`auto` | `always` | `never`), `destroy_events_subscribed`,
-//!   `refused_before_subscription` (refused connects whose conntrack entry was gone before destroy
+//!   `events`, `open_flows`, `dropped` {`ring_buffer_full`, `attempts_map_full`,
+//!   `healthy_map_full`, `decode_errors`, `expired_flows`, `conntrack_events_lost`,
+//!   `dns_pending_full`, `dns_ring_buffer_full`, `dns_healthy_map_full`, `skipped_program_runs`,
+//!   `end_unseen`}, `dns` {`queries`, `healthy`, `slow_or_error`, `unanswered`, `refused`,
+//!   `stuck_sockets`, `malformed`}, `conntrack` {`destroy_events` (`auto` | `always` | `never`),
+//!   `destroy_events_subscribed`, `refused_before_subscription` (refused connects whose conntrack entry was gone before destroy
 //!   events were followed: a Service backend behind them is not named)}; written periodically and
 //!   once at exit with `final: true`.
 //!
