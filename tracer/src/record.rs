@@ -313,25 +313,71 @@ pub struct Dropped {
     pub end_unseen: u64,
 }
 
+/// One cause of loss as it is shown: `name` in `tracer summary`, `short` in the TUI's one-line
+/// header.
+pub struct DropCause {
+    pub name: &'static str,
+    pub short: &'static str,
+    pub count: u64,
+}
+
 impl Dropped {
+    /// Every cause, in the order shown: one list for every breakdown, so each adds up to `total`.
+    pub fn by_cause(&self) -> [DropCause; 11] {
+        let cause = |name, short, count| DropCause { name, short, count };
+        [
+            cause("ring buffer full", "ring", self.ring_buffer_full),
+            cause("attempts map full", "attempts map", self.attempts_map_full),
+            cause("healthy map full", "healthy map", self.healthy_map_full),
+            cause("decode errors", "decode", self.decode_errors),
+            cause("expired flows", "expired", self.expired_flows),
+            cause(
+                "conntrack events lost",
+                "conntrack events",
+                self.conntrack_events_lost,
+            ),
+            cause("dns pending full", "dns pending", self.dns_pending_full),
+            cause(
+                "dns ring buffer full",
+                "dns ring",
+                self.dns_ring_buffer_full,
+            ),
+            cause(
+                "dns healthy map full",
+                "dns healthy map",
+                self.dns_healthy_map_full,
+            ),
+            cause(
+                "skipped program runs",
+                "skipped runs",
+                self.skipped_program_runs,
+            ),
+            cause("ends unseen", "ends unseen", self.end_unseen),
+        ]
+    }
+
     pub fn total(&self) -> u64 {
-        self.ring_buffer_full
-            + self.attempts_map_full
-            + self.healthy_map_full
-            + self.decode_errors
-            + self.expired_flows
-            + self.conntrack_events_lost
-            + self.dns_pending_full
-            + self.dns_ring_buffer_full
-            + self.dns_healthy_map_full
-            + self.skipped_program_runs
-            + self.end_unseen
+        self.by_cause().iter().map(|c| c.count).sum()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_dropped_field_is_a_cause_shown_in_the_breakdowns() {
+        // Each field a different power of two, set through its JSON name: a field missing from
+        // `by_cause` (or listed twice) changes the sum.
+        let mut fields = serde_json::to_value(Dropped::default()).expect("json");
+        let map = fields.as_object_mut().expect("an object");
+        for (i, value) in map.values_mut().enumerate() {
+            *value = (1u64 << i).into();
+        }
+        let all: u64 = (0..map.len()).map(|i| 1u64 << i).sum();
+        let dropped: Dropped = serde_json::from_value(fields).expect("back");
+        assert_eq!(dropped.total(), all);
+    }
 
     #[test]
     fn lines_round_trip_through_json() {

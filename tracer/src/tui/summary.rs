@@ -113,18 +113,12 @@ pub fn render(state: &State) -> String {
 
 /// ` (ring buffer full 1200, expired flows 2): some flows are missing`, or nothing.
 fn dropped_text(d: &crate::record::Dropped) -> String {
-    let parts: Vec<String> = [
-        ("ring buffer full", d.ring_buffer_full),
-        ("attempts map full", d.attempts_map_full),
-        ("healthy map full", d.healthy_map_full),
-        ("decode errors", d.decode_errors),
-        ("expired flows", d.expired_flows),
-        ("ends unseen", d.end_unseen),
-    ]
-    .into_iter()
-    .filter(|&(_, n)| n > 0)
-    .map(|(name, n)| format!("{name} {n}"))
-    .collect();
+    let parts: Vec<String> = d
+        .by_cause()
+        .into_iter()
+        .filter(|c| c.count > 0)
+        .map(|c| format!("{} {}", c.name, c.count))
+        .collect();
     if parts.is_empty() {
         String::new()
     } else {

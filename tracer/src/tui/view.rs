@@ -196,16 +196,9 @@ fn names_span(model: &Model) -> Span<'static> {
 fn dropped_breakdown(state: &State) -> String {
     let mut parts = Vec::new();
     if let Some(d) = state.shown().stats().map(|s| &s.dropped) {
-        for (name, n) in [
-            ("ring", d.ring_buffer_full),
-            ("attempts map", d.attempts_map_full),
-            ("healthy map", d.healthy_map_full),
-            ("decode", d.decode_errors),
-            ("expired", d.expired_flows),
-            ("ends unseen", d.end_unseen),
-        ] {
-            if n > 0 {
-                parts.push(format!("{name} {n}"));
+        for c in d.by_cause() {
+            if c.count > 0 {
+                parts.push(format!("{} {}", c.short, c.count));
             }
         }
     }
