@@ -351,3 +351,122 @@ fn destination_filters_keep_only_matching_flows() {
         tracer.connect_records()
     );
 }
+
+/// Many attempts at once from several threads, answered, refused and abandoned: each is counted or
+/// reported exactly once, and afterwards the kernel holds nothing of them. The attempt table is
+/// empty, and so is the count of open attempts per slot in front of it (`OPEN_BY_SLOT`, which lets a
+/// socket with no attempt skip the table): a count too low would hide a live attempt from the hooks
+/// that end it, one too high would never go away.
+#[test]
+fn concurrent_attempts_each_end_once_and_leave_nothing_in_the_kernel() {
+    const THREADS: usize = 8;
+    const ANSWERED_AND_REFUSED: usize = 50;
+    const ABANDONED: usize = 4;
+    let bed = TwoHosts::new("many");
+    let _listener = Listener::start(&bed.server, SocketAddrV4::new(bed.server_ip, PORT));
+    bed.server.nft(&nft_drop_syn_to(PORT + 2));
+    let mut tracer = tracer_for(&bed);
+    let answered = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
+    let refused = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT + 1));
+    let hole = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT + 2));
+    let clients: Vec<_> = (0..THREADS)
+        .map(|i| {
+            bed.client.spawn_in(&format!("tc-many-{i}"), move || {
+                let connect =
+                    |to, ms| std::net::TcpStream::connect_timeout(&to, Duration::from_millis(ms));
+                let mut seen = [0; 3];
+                for n in 0..ANSWERED_AND_REFUSED {
+                    seen[0] += usize::from(connect(answered, 3000).is_ok());
+                    seen[1] += usize::from(
+                        connect(refused, 3000)
+                            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
+                    );
+                    if n < ABANDONED {
+                        seen[2] += usize::from(
+                            connect(hole, 150)
+                                .is_err_and(|e| e.kind() == std::io::ErrorKind::TimedOut),
+                        );
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut seen = [0; 3];
+    for c in clients {
+        for (total, n) in seen.iter_mut().zip(c.join().expect("client thread")) {
+            *total += n;
+        }
+    }
+    let expected = [
+        THREADS * ANSWERED_AND_REFUSED,
+        THREADS * ANSWERED_AND_REFUSED,
+        THREADS * ABANDONED,
+    ];
+    assert_eq!(seen, expected, "the test bed answered, refused and dropped");
+
+    let finals = |tracer: &Tracer, dst: SocketAddr, verdict: &str| {
+        tracer
+            .connect_records()
+            .iter()
+            .filter(|v| is_connect(v, dst, verdict, true))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (finals(&tracer, refused, "refused") < expected[1]
+        || finals(&tracer, hole, "abandoned") < expected[2])
+        && Instant::now() < deadline
+    {
+        tracer.collect_for(Duration::from_millis(500));
+    }
+    assert_eq!(
+        finals(&tracer, refused, "refused"),
+        expected[1],
+        "every refusal once"
+    );
+    assert_eq!(
+        finals(&tracer, hole, "abandoned"),
+        expected[2],
+        "every abandon once"
+    );
+
+    assert_eq!(
+        tests::kernel_maps::values(tracer.pid(), "ATTEMPTS").len(),
+        0,
+        "no attempt is left in the kernel's table"
+    );
+    assert_eq!(
+        tests::kernel_maps::sum_u64(tracer.pid(), "OPEN_BY_SLOT"),
+        0,
+        "the open-attempt counts are back to zero"
+    );
+
+    let (_, records, _) = tracer.stop();
+    let stats = records
+        .iter()
+        .find(|v| v["kind"] == "stats" && v["final"] == true)
+        .expect("final stats");
+    assert_eq!(
+        stats["attempts"],
+        expected.iter().sum::<usize>(),
+        "every connect was an attempt: {stats}"
+    );
+    // A burst can overflow the listener's accept queue: the SYN is dropped and retransmitted, and
+    // that connect is reported `slow` instead of counted healthy.
+    let slow = records
+        .iter()
+        .filter(|v| is_connect(v, answered, "slow", true))
+        .count();
+    assert_eq!(
+        stats["established_first_syn"].as_u64().expect("count") as usize + slow,
+        expected[0],
+        "every answered connect counted or reported once ({slow} slow): {stats}"
+    );
+    let dropped: u64 = stats["dropped"]
+        .as_object()
+        .expect("dropped")
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(dropped, 0, "nothing dropped: {stats}");
+}

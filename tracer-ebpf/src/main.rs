@@ -23,6 +23,12 @@
 //! so a `connect()` that fails by itself is seen from the socket instead.
 #![no_std]
 #![no_main]
+// The atomic add of `attempts.rs`: the target's core has no atomic read-modify-write types.
+#![feature(core_intrinsics)]
+#![expect(
+    internal_features,
+    reason = "core_intrinsics, for the atomic add of attempts.rs"
+)]
 #![expect(
     clippy::needless_pass_by_value,
     reason = "program entry points take their context by value (aya's macros)"
