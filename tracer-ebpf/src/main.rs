@@ -2,7 +2,8 @@
 //!
 //! The path of one connect attempt through the kernel side:
 //! - `cgroup_connect.rs`: `connect()` entry; remember the namespace and the address the app dialled.
-//! - `attempts.rs`: where an attempt lives from there on: a table keyed by its socket.
+//! - `attempts.rs`: where an attempt lives from there on: a table keyed by its socket (with a count
+//!   per hash slot in front, so a socket without one is told cheaply).
 //! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` starts the attempt's clock; leaving `SYN_SENT`
 //!   answers or closes it.
 //! - `tcp_retransmit_skb.rs`: every SYN retransmit is counted and sent live (the black hole, as it

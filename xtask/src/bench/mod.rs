@@ -586,10 +586,11 @@ fn connect_rounds(
             "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The programs' own clocks say {:.1}% of the CPU a \
              connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
              process used {:.1}% of a core. The work per connect is the attempt's table entry \
-             (opened at connect(), completed at SYN_SENT, removed when answered, looked up when each \
-             socket ends), the healthy count and the DNS hooks' packet checks. Tried and not kept: \
-             the attempt in socket-local storage (its allocation per connect cost more than the \
-             lookups it saves) and a small per-socket count in front of the table (no gain)",
+             (opened at connect(), completed at SYN_SENT, removed when answered; a socket ending \
+             without one is told by a count per slot in front of the table), the healthy count and \
+             the DNS hooks' packet checks. Tried and not kept: the attempt in socket-local storage \
+             (its allocation per connect cost more than the lookups it saves) and the table without \
+             preallocation (no measurable gain)",
             tracer_loss * 100.0,
             tracer_bound * 100.0,
             kernel_share * 100.0,
