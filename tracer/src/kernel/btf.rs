@@ -1,4 +1,5 @@
-//! Finds the offset of a struct member in the running kernel's BTF (`/sys/kernel/btf/vmlinux`).
+//! Reads the running kernel's BTF (`/sys/kernel/btf/vmlinux`): which tracepoints it has, and the offsets
+//! of struct members.
 //!
 //! aya has no CO-RE for Rust programs, so the few `struct sock` fields the kernel side reads through a
 //! raw pointer get their offsets here, at start-up, and are written into the program before load.
@@ -60,15 +61,16 @@ const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_TYPEDEF: u32 = 8;
 
-struct Btf<'a> {
+/// The kernel's BTF, parsed once at start-up and asked for tracepoints and member offsets.
+pub struct KernelBtf<'a> {
     r: Reader<'a>,
     strings: Range<usize>,
     /// Index `i` is type id `i + 1` (id 0 is `void`).
     types: Vec<TypeRecord>,
 }
 
-impl<'a> Btf<'a> {
-    fn parse(data: &'a [u8]) -> Result<Btf<'a>, BtfError> {
+impl<'a> KernelBtf<'a> {
+    pub fn parse(data: &'a [u8]) -> Result<KernelBtf<'a>, BtfError> {
         let r = Reader { data };
         let magic = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]]));
         if magic != Some(MAGIC) {
@@ -110,7 +112,7 @@ impl<'a> Btf<'a> {
             });
             at = body + extra;
         }
-        Ok(Btf { r, strings, types })
+        Ok(KernelBtf { r, strings, types })
     }
 
     fn name(&self, t: &TypeRecord) -> &str {
@@ -164,44 +166,52 @@ impl<'a> Btf<'a> {
     }
 }
 
-/// The first of `tracepoints` this kernel cannot attach a `tp_btf` program to: each attachable
-/// tracepoint has a `btf_trace_<name>` typedef in the kernel's BTF.
-pub fn first_missing_tracepoint<'n>(
-    data: &[u8],
-    tracepoints: &[&'n str],
-) -> Result<Option<&'n str>, BtfError> {
-    let btf = Btf::parse(data)?;
-    let typedefs: std::collections::HashSet<&str> = btf
-        .types
-        .iter()
-        .filter(|t| t.kind == KIND_TYPEDEF)
-        .filter_map(|t| btf.name(t).strip_prefix("btf_trace_"))
-        .collect();
-    Ok(tracepoints
-        .iter()
-        .copied()
-        .find(|tp| !typedefs.contains(tp)))
-}
+impl KernelBtf<'_> {
+    /// The first of `tracepoints` this kernel cannot attach a `tp_btf` program to: each attachable
+    /// tracepoint has a `btf_trace_<name>` typedef in the kernel's BTF.
+    pub fn first_missing_tracepoint<'n>(&self, tracepoints: &[&'n str]) -> Option<&'n str> {
+        let typedefs: std::collections::HashSet<&str> = self
+            .types
+            .iter()
+            .filter(|t| t.kind == KIND_TYPEDEF)
+            .filter_map(|t| self.name(t).strip_prefix("btf_trace_"))
+            .collect();
+        tracepoints
+            .iter()
+            .copied()
+            .find(|tp| !typedefs.contains(tp))
+    }
 
-/// Byte offset of `member` in `struct strukt`, also when it sits in an anonymous struct or union.
-pub fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
-    let btf = Btf::parse(data)?;
-    let record = btf
-        .types
-        .iter()
-        .find(|t| t.kind == KIND_STRUCT && btf.name(t) == strukt)
-        .ok_or_else(|| BtfError::NoStruct(strukt.into()))?;
-    btf.member_bits(record, member, 0)?
-        .map(|bits| bits / 8)
-        .ok_or_else(|| BtfError::NoMember {
-            strukt: strukt.into(),
-            member: member.into(),
-        })
+    /// Byte offset of `member` in `struct strukt`, also when it sits in an anonymous struct or union.
+    pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
+        let record = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_STRUCT && self.name(t) == strukt)
+            .ok_or_else(|| BtfError::NoStruct(strukt.into()))?;
+        self.member_bits(record, member, 0)?
+            .map(|bits| bits / 8)
+            .ok_or_else(|| BtfError::NoMember {
+                strukt: strukt.into(),
+                member: member.into(),
+            })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn member_offset(data: &[u8], strukt: &str, member: &str) -> Result<u32, BtfError> {
+        KernelBtf::parse(data)?.member_offset(strukt, member)
+    }
+
+    fn first_missing_tracepoint<'n>(
+        data: &[u8],
+        tracepoints: &[&'n str],
+    ) -> Result<Option<&'n str>, BtfError> {
+        Ok(KernelBtf::parse(data)?.first_missing_tracepoint(tracepoints))
+    }
 
     /// A BTF blob with: `int`, and `struct sock { int a; int sk_err; }`.
     fn tiny_btf() -> Vec<u8> {

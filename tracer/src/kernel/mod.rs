@@ -124,8 +124,11 @@ impl KernelSide {
 
 /// `struct sock` field offsets of the running kernel, from its BTF.
 fn sock_offsets(data: &[u8], btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
+    let kernel_btf = btf::KernelBtf::parse(data)
+        .with_context(|| format!("kernel BTF {}", btf_path.display()))?;
     let offset = |strukt, member| {
-        btf::member_offset(data, strukt, member)
+        kernel_btf
+            .member_offset(strukt, member)
             .with_context(|| format!("kernel BTF {}", btf_path.display()))
     };
     // The `skc_` fields are read at their `sock_common` offsets from a `struct sock` pointer.

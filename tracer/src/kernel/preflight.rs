@@ -66,15 +66,12 @@ pub fn check(paths: &Paths) -> Result<(Vec<u8>, PathBuf), PreflightError> {
         return Err(PreflightError::NoBtf(paths.btf.clone()));
     };
     let names: Vec<&str> = TRACEPOINTS.iter().map(|(tp, _)| *tp).collect();
-    match super::btf::first_missing_tracepoint(&btf, &names) {
-        Ok(None) => {}
-        Ok(Some(missing)) => return Err(PreflightError::MissingTracepoint(missing.into())),
-        Err(e) => {
-            return Err(PreflightError::BadBtf {
-                path: paths.btf.clone(),
-                message: e.to_string(),
-            });
-        }
+    let parsed = super::btf::KernelBtf::parse(&btf).map_err(|e| PreflightError::BadBtf {
+        path: paths.btf.clone(),
+        message: e.to_string(),
+    })?;
+    if let Some(missing) = parsed.first_missing_tracepoint(&names) {
+        return Err(PreflightError::MissingTracepoint(missing.into()));
     }
     Ok((btf, cgroup2_root()?))
 }
