@@ -42,9 +42,9 @@
 //!   `dns_pending_full`, `dns_ring_buffer_full`, `dns_healthy_map_full`, `skipped_program_runs`,
 //!   `end_unseen`}, `dns` {`queries`, `healthy`, `slow_or_error`, `unanswered`, `refused`,
 //!   `stuck_sockets`, `malformed`}, `conntrack` {`destroy_events` (`auto` | `always` | `never`),
-//!   `destroy_events_subscribed`, `refused_before_subscription` (refused connects whose conntrack entry was gone before destroy
-//!   events were followed: a Service backend behind them is not named)}; written periodically and
-//!   once at exit with `final: true`.
+//!   `destroy_events_subscribed`, `refused_before_subscription` (refused connects whose conntrack
+//!   entry was gone before destroy events were followed: a Service backend behind them is not
+//!   named)}; written periodically and once at exit with `final: true`.
 //!
 //! Example:
 //! ```text

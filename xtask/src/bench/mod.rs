@@ -575,16 +575,19 @@ fn connect_rounds(
         let hooks = hooks_loss.map_or_else(String::new, |h| {
             format!(
                 "with the same programs attached but each returning at once the loss is {:.1}%: \
-                 what the hooks cost before doing any work, since most of the ~{:.0} program runs \
-                 per connect are for packets and state changes that are not a connect. ",
+                 being attached at all, ~{:.0} program runs per connect, most for packets and state \
+                 changes that are not a connect (on a shared machine this figure is mostly noise; \
+                 `--connect-only --tracer-arg=--hooks-only` reads that floor from the programs' \
+                 own clocks). ",
                 h * 100.0,
                 prog_totals.values().map(|(_, cnt, _)| *cnt).sum::<u64>() as f64
                     / connects.max(1) as f64
             )
         });
         table.notes.push(format!(
-            "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The programs' own clocks say {:.1}% of the CPU a \
-             connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
+            "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The load keeps every \
+             core busy, so the loss follows the CPU the tracer takes: the programs' own clocks say \
+             {:.1}% of the CPU a connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
              process used {:.1}% of a core. The work per connect is the attempt's table entry \
              (opened at connect(), completed at SYN_SENT, removed when answered; a socket ending \
              without one is told by a count per slot in front of the table), the healthy count and \
