@@ -3,10 +3,13 @@
 //!   bpf-linker against that nightly's LLVM, Debian packages the tests use). Quick when present.
 //! - `run -- ARGS`: setup, release build, run the tracer with ARGS.
 //! - `test`: setup, unit tests, then the root-only integration tests against the real kernel.
+//! - `kernels [--kernel K]`: the kernel matrix alone: the real-kernel scenarios on the host and in
+//!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
 //! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
 mod bench;
 mod clippy;
+mod kernels;
 mod run;
 mod setup;
 mod shell;
@@ -35,6 +38,9 @@ enum Command {
         /// Only integration tests whose name contains this.
         filter: Option<String>,
     },
+    /// The kernel matrix: the real-kernel scenarios on the host and in qemu VMs booting Debian's
+    /// 5.10, 6.1 and 6.12 kernels, with kernel × scenario and kernel × capability tables (root).
+    Kernels(kernels::KernelsArgs),
     /// Clippy on host crates and on the eBPF crate.
     Clippy,
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
@@ -50,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         Command::Setup => setup::all(),
         Command::Run { args } => run::run(&args),
         Command::Test { filter } => test::all(filter.as_deref()),
+        Command::Kernels(args) => test::kernels(&args),
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),

@@ -15,7 +15,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the integration tests and benchmarks drive: tmux for the TUI's terminal tests;
 /// the DNS tests run dnsmasq, dig and nginx;
-/// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool.
+/// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool;
+/// the kernel matrix boots kernels in qemu with a busybox initramfs (and unpacks `.ko.xz` modules).
 const TEST_PACKAGES: &[&str] = &[
     "iproute2",
     "nftables",
@@ -26,6 +27,9 @@ const TEST_PACKAGES: &[&str] = &[
     "dnsmasq-base",
     "dnsutils",
     "nginx-light",
+    "qemu-system-x86",
+    "busybox-static",
+    "xz-utils",
 ];
 
 pub fn all() -> anyhow::Result<()> {

@@ -1,8 +1,12 @@
 //! `cargo xtask test`: every test. Unit tests first (no root needed), then the integration tests in
 //! `tests/`, which load the real programs as root and make real connections in network namespaces
-//! they create. Integration tests run one at a time: each attaches to the same root cgroup and
+//! they create, then the kernel matrix (the same scenarios on Debian's 5.10, 6.1 and 6.12 kernels in
+//! VMs). Integration tests run one at a time: each attaches to the same root cgroup and
 //! tracepoints, and timing assertions (SYN retransmits 1 s apart) want a quiet machine.
+use std::path::PathBuf;
+
 use crate::{
+    kernels,
     run::workspace_root,
     setup,
     shell::{cargo, run},
@@ -20,13 +24,31 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
             "tracer-ebpf",
         ]))?;
     }
-    run(cargo().args(["build", "--release", "--package", "tracer"]))?;
-    let tracer = workspace_root()?.join("target/release/tracer");
+    let tracer = release_tracer()?;
     let mut cmd = cargo();
-    cmd.env("TRACER_BIN", tracer)
+    cmd.env("TRACER_BIN", &tracer)
         .args(["test", "--package", "tests", "--", "--test-threads=1"]);
     if let Some(filter) = filter {
         cmd.arg(filter);
     }
-    run(&mut cmd)
+    run(&mut cmd)?;
+    if filter.is_none() {
+        // The host ran every scenario above; the matrix adds the other kernels.
+        let args = kernels::KernelsArgs {
+            kernels: ["5.10", "6.1", "6.12"].map(String::from).to_vec(),
+        };
+        kernels::run(&args, &tracer)?;
+    }
+    Ok(())
+}
+
+/// `cargo xtask kernels`: the matrix alone.
+pub fn kernels(args: &kernels::KernelsArgs) -> anyhow::Result<()> {
+    setup::all()?;
+    kernels::run(args, &release_tracer()?)
+}
+
+fn release_tracer() -> anyhow::Result<PathBuf> {
+    run(cargo().args(["build", "--release", "--package", "tracer"]))?;
+    Ok(workspace_root()?.join("target/release/tracer"))
 }

@@ -1,0 +1,160 @@
+//! Running the scenarios: natively on the host kernel, or in a qemu VM booting a Debian kernel.
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+
+use super::{SCENARIOS, debian::Kernel, initramfs, report};
+
+/// A VM that has not powered off by then is stopped and its scenarios count as failed.
+const VM_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+const GUEST_INIT: &str = include_str!("guest_init.sh");
+
+/// The commands that run the scenarios and print what `report` parses: the kernel release, the
+/// tracer's first stats record (its `kernel` capabilities), each test binary's output.
+fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    let _ = writeln!(s, "export TRACER_BIN='{}'", tracer.display());
+    let _ = writeln!(s, "echo \"KM-KERNEL $(uname -r)\"");
+    let _ = writeln!(
+        s,
+        "\"$TRACER_BIN\" trace --duration 2 --stats-interval 1 --format json 2>&1 | sed 's/^/KM-CAPS /'"
+    );
+    // A program the kernel refused: the end of its verifier log, for whoever reads the VM's log.
+    let _ = writeln!(
+        s,
+        "for f in /tmp/tracer-verifier-*.log; do [ -f \"$f\" ] && {{ echo \"KM-VERIFIER $f\"; tail -40 \"$f\"; }}; done"
+    );
+    let _ = writeln!(s, "cd '{}'", root.join("tests").display());
+    for (name, exe) in binaries {
+        let tests: Vec<&str> = SCENARIOS
+            .iter()
+            .filter(|sc| sc.binary == name)
+            .map(|sc| sc.test)
+            .collect();
+        let _ = writeln!(s, "echo 'KM-RUN {name}'");
+        let _ = writeln!(
+            s,
+            "'{}' --test-threads=1 --color never --exact {} 2>&1",
+            exe.display(),
+            tests.join(" ")
+        );
+        let _ = writeln!(s, "echo \"KM-EXIT {name} $?\"");
+    }
+    let _ = writeln!(s, "echo KM-DONE");
+    s
+}
+
+pub fn run_on_host(
+    root: &Path,
+    tracer: &Path,
+    binaries: &[(String, PathBuf)],
+    work: &Path,
+) -> anyhow::Result<report::Outcome> {
+    let log = work.join("host.log");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(scenario_script(root, tracer, binaries))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log)?)
+        .stderr(Stdio::inherit())
+        .status()
+        .context("running the scenarios on the host")?;
+    let text = std::fs::read_to_string(&log)?;
+    let mut outcome = report::parse(&text, log);
+    if !status.success() {
+        outcome.note = Some(format!("scenario script exited {status}"));
+    }
+    Ok(outcome)
+}
+
+/// Stage 2 of the guest: mounts a node has, then the scenarios, then power off.
+fn stage2(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
+    let mounts = "\
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+mount --make-rshared /
+ip link set lo up
+hostname kernel-matrix
+";
+    format!(
+        "#!/bin/sh\n{mounts}{}\nsync\n/.km-busybox poweroff -f\n",
+        scenario_script(root, tracer, binaries)
+    )
+}
+
+/// qemu's acceleration: KVM where the host's `/dev/kvm` runs stock kernels (Intel or AMD
+/// virtualisation), else TCG (a paravirtual `/dev/kvm` such as `kvm_pvm` hangs them).
+fn accel_args() -> Vec<&'static str> {
+    let real_kvm = Path::new("/dev/kvm").exists()
+        && (Path::new("/sys/module/kvm_intel").exists() || Path::new("/sys/module/kvm_amd").exists());
+    if real_kvm {
+        vec!["-accel", "kvm", "-cpu", "host"]
+    } else {
+        vec!["-accel", "tcg,thread=multi", "-cpu", "max"]
+    }
+}
+
+pub fn run_in_vm(
+    kernel: &Kernel,
+    root: &Path,
+    tracer: &Path,
+    binaries: &[(String, PathBuf)],
+    work: &Path,
+) -> anyhow::Result<report::Outcome> {
+    let initrd = work.join(format!("initramfs-{}.cpio", kernel.release));
+    initramfs::build(kernel, GUEST_INIT, &stage2(root, tracer, binaries), &initrd)?;
+    let log = work.join(format!("{}.log", kernel.release));
+    let mut qemu = Command::new("qemu-system-x86_64")
+        .args(accel_args())
+        .args(["-m", "2048", "-smp", "2", "-nographic", "-no-reboot", "-nodefaults"])
+        .args(["-serial", "stdio", "-monitor", "none"])
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet"])
+        // The host's root, read-only; the guest writes to a tmpfs overlay. No network device: the
+        // guest's test traffic has nowhere to go but its own namespaces.
+        .args([
+            "-virtfs",
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log)?)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting qemu-system-x86_64 (Debian package qemu-system-x86)")?;
+    let deadline = Instant::now() + VM_TIMEOUT;
+    let mut timed_out = false;
+    while qemu.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = qemu.kill();
+            let _ = qemu.wait();
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = std::fs::remove_file(&initrd);
+    let text = String::from_utf8_lossy(&std::fs::read(&log)?).replace('\r', "");
+    let mut outcome = report::parse(&text, log);
+    if outcome.release.is_empty() {
+        outcome.release.clone_from(&kernel.release);
+    }
+    if timed_out {
+        outcome.note = Some(format!("the VM did not power off within {} s", VM_TIMEOUT.as_secs()));
+    }
+    Ok(outcome)
+}
