@@ -3,11 +3,13 @@
 //! - `testbed`: network namespaces, veth pairs, listeners and nft rules the tests build and remove.
 //!   No namespace has a route out: all test traffic stays inside them.
 //! - `api_fixture`: a stand-in Kubernetes API that lists a kubectl-format snapshot (not a real one).
+//! - `kernel_facts`: the running kernel's release and tracepoints, read without the tracer.
 //! - `kernel_maps`: what a running tracer holds in its kernel maps (through `bpftool`).
 //! - `socket_lb`: a miniature socket-level load balancer (a raw connect4 program) for one cgroup.
 //! - `tracer`: runs the real `tracer` binary (`TRACER_BIN`, set by `cargo xtask test`) and reads the
 //!   JSON records it emits.
 pub mod api_fixture;
+pub mod kernel_facts;
 pub mod kernel_maps;
 pub mod socket_lb;
 pub mod testbed;

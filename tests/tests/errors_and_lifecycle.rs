@@ -5,7 +5,9 @@ use std::{
     time::Duration,
 };
 
+use serde_json::Value;
 use tests::{
+    kernel_facts,
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
     tracer::{Tracer, run_to_exit},
 };
@@ -262,4 +264,140 @@ fn hooks_only_attaches_every_program_and_does_nothing() {
         records.iter().all(|v| v["kind"] != "connect"),
         "no connect record: {records:?}"
     );
+}
+
+/// Which state each capability must be in on this kernel, from facts read without the tracer.
+fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
+    let version = kernel_facts::version();
+    let error_report = kernel_facts::has_tracepoint("inet_sk_error_report");
+    let full_if = |yes: bool| if yes { "full" } else { "degraded" };
+    let cgroup2 = std::fs::read_to_string("/proc/mounts")
+        .expect("/proc/mounts")
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("cgroup2"));
+    vec![
+        ("cgroup_v2", full_if(cgroup2)),
+        ("connect_errors", full_if(error_report)),
+        // BPF_F_PREORDER came in 6.15; distributions backport it (Debian's 6.12 has it), so below
+        // 6.15 either state is right, with its reason when degraded.
+        (
+            "dialled_before_socket_lb",
+            if version >= (6, 15) { "full" } else { "full or degraded" },
+        ),
+        ("dns", "full"),
+        ("dns_refused", full_if(error_report)),
+        ("skipped_runs_counted", full_if(version >= (5, 12))),
+    ]
+}
+
+fn assert_kernel_object(stats: &Value, expected: &[(&str, &str)], stderr: &str) {
+    let kernel = &stats["kernel"];
+    assert_eq!(kernel["release"], kernel_facts::release().as_str(), "{stats}");
+    let capabilities = kernel["capabilities"].as_object().expect("capabilities");
+    assert_eq!(capabilities.len(), expected.len(), "{stats}");
+    for (name, state) in expected {
+        let c = &capabilities[*name];
+        let got = c["state"].as_str().expect("a state");
+        assert!(state.split(" or ").any(|s| s == got), "{name}: {state}: {stats}");
+        if got == "full" {
+            assert!(c.get("reason").is_none(), "{name}: {stats}");
+        } else {
+            let reason = c["reason"].as_str().expect("a reason");
+            assert!(reason.len() > 20, "{name}: a reason that says something: {stats}");
+            if !reason.starts_with("--no-dns") && !reason.starts_with("DNS is off") {
+                assert!(
+                    stderr.contains(&format!("{name}: {reason}")),
+                    "said once on stderr: {name}\n{stderr}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_kernel_object_lists_every_capability_in_the_first_and_final_stats() {
+    let expected = expected_capabilities();
+    let mut tracer = Tracer::start(&[]);
+    let first = tracer.expect("the first stats record", Duration::from_secs(5), |v| {
+        v["kind"] == "stats"
+    });
+    tracer.expect("a second stats record", Duration::from_secs(5), |v| {
+        v["kind"] == "stats" && v["final"] == false && v["kernel"].is_null()
+    });
+    let (_, seen, stderr) = tracer.stop();
+    assert_kernel_object(&first, &expected, &stderr);
+    let last = seen.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    assert_eq!(last["final"], true, "{last}");
+    assert_kernel_object(last, &expected, &stderr);
+    let degraded = first["kernel"]["capabilities"]
+        .as_object()
+        .expect("capabilities")
+        .values()
+        .filter(|c| c["state"] == "degraded")
+        .count();
+    assert_eq!(
+        stderr.matches("tracer: degraded on kernel").count(),
+        degraded,
+        "each degradation said once:\n{stderr}"
+    );
+
+    // --no-dns is the user's choice: DNS off with that reason, nothing said as a degradation.
+    let tracer = Tracer::start(&["--no-dns"]);
+    let (_, seen, _) = tracer.stop();
+    let last = seen.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let capabilities = &last["kernel"]["capabilities"];
+    assert_eq!(capabilities["dns"]["state"], "off", "{last}");
+    assert_eq!(capabilities["dns"]["reason"], "--no-dns", "{last}");
+    assert_eq!(capabilities["dns_refused"]["state"], "off", "{last}");
+}
+
+/// A node with cgroup v1 only: no cgroup v2 mounted. The tracer mounts one for its hooks, says so,
+/// still follows connects, and removes its mount at exit.
+#[test]
+fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
+    let bed = TwoHosts::new("nocg2");
+    let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 9));
+    // A private mount namespace without any cgroup2 mount, where the tracer runs.
+    let script = format!(
+        "grep ' cgroup2 ' /proc/self/mounts | cut -d' ' -f2 | xargs -r -n1 umount -l && \
+         exec '{}' trace --format json --duration 6 --netns {}",
+        tests::tracer::tracer_bin(),
+        bed.client.name()
+    );
+    let child = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("unshare");
+    std::thread::sleep(Duration::from_secs(3));
+    let err = connect_from(&bed.client, "tc-nocg2", dst, Duration::from_secs(2))
+        .expect_err("nothing listens");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    let out = child.wait_with_output().expect("tracer output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(
+        records.iter().any(|v| v["kind"] == "connect"
+            && v["verdict"] == "refused"
+            && v["dst"] == dst.to_string().as_str()
+            && v["comm"] == "tc-nocg2"),
+        "the refused connect is traced: {stdout}\n{stderr}"
+    );
+    let last = records.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let cgroup = &last["kernel"]["capabilities"]["cgroup_v2"];
+    assert_eq!(cgroup["state"], "degraded", "{last}");
+    let reason = cgroup["reason"].as_str().expect("reason");
+    assert!(reason.contains("mounted one at /run/tracer-cgroup2-"), "{reason}");
+    assert!(stderr.contains("cgroup_v2: no cgroup v2 mounted"), "{stderr}");
+    let leftover = std::fs::read_dir("/run")
+        .expect("/run")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("tracer-cgroup2-"));
+    assert!(!leftover, "the tracer's cgroup2 folder is removed at exit");
 }

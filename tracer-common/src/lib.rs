@@ -24,7 +24,7 @@ pub const EVENT_DNS_REPLY: u32 = 3;
 pub const FLAG_RST_RECEIVED: u16 = 1;
 /// `Attempt::flags`: the socket left `SYN_SENT` for `ESTABLISHED` (or `SYN_RECV`, simultaneous open).
 pub const FLAG_ANSWERED: u16 = 2;
-/// `Attempt::flags`: the `connect()` hook saw this attempt, so `netns_cookie` and `dialed_*` are valid.
+/// `Attempt::flags`: the `connect()` hook saw this attempt, so `netns_inode` and `dialed_*` are valid.
 pub const FLAG_DIALED_KNOWN: u16 = 4;
 /// `Attempt::flags`: `connect()` was called but the socket never reached `SYN_SENT` (no route, a
 /// local policy): no SYN left. Seen when the socket is destroyed; the errno stays in the syscall.
@@ -46,8 +46,9 @@ pub struct Attempt {
     pub sock: u64,
     /// `bpf_ktime_get_ns()` when the socket entered `SYN_SENT`.
     pub start_ns: u64,
-    /// Network namespace cookie of the connecting socket (from the `connect()` hook), 0 if unknown.
-    pub netns_cookie: u64,
+    /// Network namespace of the connecting socket (its nsfs inode number, as `stat` on
+    /// `/proc/PID/ns/net` gives it), from the `connect()` hook; 0 if unknown.
+    pub netns_inode: u64,
     /// cgroup v2 id of the connecting task.
     pub cgroup_id: u64,
     /// `bpf_ktime_get_ns()` when the socket left `SYN_SENT` for `CLOSE`, 0 while still open.
@@ -104,7 +105,7 @@ const _: () = assert!(size_of::<ConnectEvent>() == 144);
     reason = "explicit padding of a kernel ABI struct, set by both sides"
 )]
 pub struct Endpoint {
-    pub netns_cookie: u64,
+    pub netns_inode: u64,
     pub addr: [u8; 16],
     /// Host order.
     pub port: u16,
@@ -202,7 +203,7 @@ pub const MAX_DNS_SOCK_ERRORS: u32 = 4_096;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DnsKey {
-    pub netns_cookie: u64,
+    pub netns_inode: u64,
     /// `bpf_get_socket_cookie`, equal to the socket's `SO_COOKIE`.
     pub socket_cookie: u64,
     /// DNS transaction id.
@@ -352,16 +353,29 @@ pub struct SockOffsets {
     /// `tcp_sock.rcv_nxt`: 0 from `connect()` until a SYN-ACK is taken in, and kept after that
     /// (closing, even `tcp_disconnect`, leaves it): tells a socket that was answered, at its end.
     pub tcp_rcv_nxt: u32,
-    pub _pad: u32,
+    /// `sock_common.skc_net`: the socket's `struct net *` (a `possible_net_t`, one pointer).
+    pub skc_net: u32,
+    /// `net.ns.inum`: where in `struct net` its inode number is (`ns` plus `ns_common.inum`). Read
+    /// through the socket on every kernel: `bpf_get_netns_cookie` is refused to `cgroup_skb` programs
+    /// before 6.x, and userspace has no cookie of a namespace before 5.14 (`SO_NETNS_COOKIE`).
+    pub net_inum: u32,
+    /// `task_struct.tgid`, `.pid` and `.comm`: the caller of a DNS query, read from the current task
+    /// (`cgroup_skb` programs may not call `bpf_get_current_pid_tgid` before 6.x).
+    pub task_tgid: u32,
+    pub task_pid: u32,
+    pub task_comm: u32,
+    /// `struct sock.sk_err_soft`.
+    pub sk_err_soft: u32,
+    pub _pad: [u32; 3],
 }
-const _: () = assert!(size_of::<SockOffsets>() == 64);
+const _: () = assert!(size_of::<SockOffsets>() == 96);
 
 /// Kernel-side filter, written into the program's read-only data before load.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelFilter {
-    /// Only follow attempts from this network namespace cookie; 0 = every namespace.
-    pub netns_cookie: u64,
+    /// Only follow attempts from this network namespace (its inode number); 0 = every namespace.
+    pub netns_inode: u64,
     /// Non-zero: every program returns at once (`tracer trace --hooks-only`, for the benchmark:
     /// what attaching the hooks costs before they do any work). Read-only data, so the verifier
     /// knows it and drops the branch it never takes: a normal run pays nothing for it.

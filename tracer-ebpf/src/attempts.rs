@@ -9,7 +9,10 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
 use tracer_common::{Attempt, counter};
 
-use crate::maps::{ATTEMPTS, OPEN_BY_SLOT, OPEN_SLOT_BITS, SOCK_NUMBER, UNSTORED, count};
+use crate::{
+    maps::{ATTEMPTS, OPEN_BY_SLOT, OPEN_SLOT_BITS, UNSTORED, count},
+    sock_fields,
+};
 
 /// `bpf_map_update_elem` flag: insert only if the key is absent.
 const BPF_NOEXIST: u64 = 1;
@@ -77,21 +80,10 @@ fn slot_of(sk: Sock) -> u32 {
     (address_number(sk).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - OPEN_SLOT_BITS)) as u32
 }
 
-/// `sk`'s address as a plain number. To the verifier a hook's `sk` is a pointer: it may be a map key
-/// (the privileged loader may store pointers), but arithmetic on it is refused. A word read back
-/// from map memory is a number to it: one store and one load in this CPU's scratch word (both
-/// volatile, or the compiler would hand back the pointer itself).
+/// `sk`'s address as a plain number (`sock_fields::as_number`). A failure would put every socket in
+/// slot 0, consistently.
 fn address_number(sk: Sock) -> u64 {
-    // Index 0 of a one-entry array: the lookup cannot fail, but the verifier wants the check. A
-    // failure would put every socket in slot 0, consistently.
-    let Some(word) = SOCK_NUMBER.get_ptr_mut(0) else {
-        return 0;
-    };
-    // SAFETY: a per-CPU map value, this program's alone while it runs on this CPU.
-    unsafe {
-        core::ptr::write_volatile(word, sk.0);
-        core::ptr::read_volatile(word)
-    }
+    sock_fields::as_number(sk.0)
 }
 
 /// Whether `sk` may have an open attempt: false is certain, true means "search the table".

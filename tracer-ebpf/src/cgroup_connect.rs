@@ -1,7 +1,7 @@
 //! `cgroup/connect4` and `cgroup/connect6` on the cgroup v2 root: run inside every `connect()` on the
 //! node, before the kernel picks a route. Two things only this hook knows:
-//! - the network namespace cookie (`bpf_get_netns_cookie` is not callable from tracepoints), used to
-//!   filter in the kernel and to name the namespace in userspace;
+//! - the network namespace (read from the socket, `sock_fields::netns_inode`), used to filter in the
+//!   kernel and to name the namespace in userspace;
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
 //!   rewrites it: the Service address the app meant.
 //!
@@ -12,17 +12,13 @@
 //!
 //! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
 //! connected yet, not for the repeated `connect()` calls that poll a non-blocking one.
-use aya_ebpf::{
-    EbpfContext,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_netns_cookie},
-    macros::cgroup_sock_addr,
-    programs::SockAddrContext,
-};
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::cgroup_sock_addr, programs::SockAddrContext};
 use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
 
 use crate::{
     attempts::{self, Sock},
     maps::{caller, count, filter, hooks_only},
+    sock_fields,
 };
 
 const IPPROTO_TCP: u32 = 6;
@@ -69,21 +65,20 @@ fn remember(ctx: &SockAddrContext, family: u16) {
             addr[i * 4..i * 4 + 4].copy_from_slice(&word.to_ne_bytes());
         }
     }
-    // SAFETY: helper valid for sock_addr programs.
-    let netns_cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
-    let wanted = filter().netns_cookie;
-    if wanted != 0 && netns_cookie != wanted {
-        return;
-    }
     // SAFETY: `sk` is the socket being connected, always set in connect hooks. Its address as a
     // number is the attempt's key (a privileged loader may store a pointer's value).
     let sock = unsafe { sa.__bindgen_anon_1.sk } as u64;
+    let netns_inode = sock_fields::netns_inode(sock_fields::as_number(sock));
+    let wanted = filter().netns_inode;
+    if wanted != 0 && netns_inode != wanted {
+        return;
+    }
     // user_port holds the port in network order in its low 16 bits.
     let port = u16::from_be(sa.user_port as u16);
     let who = caller(bpf_get_current_pid_tgid());
     let attempt = Attempt {
         sock,
-        netns_cookie,
+        netns_inode,
         cgroup_id: who.cgroup_id,
         pid: who.pid,
         tid: who.tid,

@@ -14,7 +14,7 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_netns_cookie, bpf_get_socket_cookie, bpf_sk_fullsock,
+        bpf_get_current_task, bpf_get_socket_cookie, bpf_sk_fullsock, bpf_skb_cgroup_id,
         bpf_skb_load_bytes,
     },
     macros::cgroup_skb,
@@ -26,8 +26,9 @@ use tracer_common::{
 };
 
 use crate::{
-    maps::{EVENTS, caller, count, filter, hooks_only, now_ns},
-    maps_dns::{DNS_HEALTHY, DNS_SOCK_ANSWERED, PENDING_DNS, dns_config},
+    maps::{EVENTS, count, filter, hooks_only, now_ns, sock_offsets},
+    maps_dns::{DNS_HEALTHY, DNS_SOCK_ANSWERED, PENDING_DNS, QUERY_SCRATCH, dns_config},
+    sock_fields::{self, read},
 };
 
 /// A `cgroup_skb` program's verdict that lets the packet through.
@@ -123,12 +124,19 @@ fn parse_udp(ctx: &SkBuffContext) -> Option<Udp> {
     })
 }
 
-/// Namespace cookie, or `None` when the kernel filter excludes this namespace.
-fn netns_cookie(ctx: &SkBuffContext) -> Option<u64> {
-    // SAFETY: helper valid for cgroup_skb programs.
-    let cookie = unsafe { bpf_get_netns_cookie(ctx.as_ptr()) };
-    let wanted = filter().netns_cookie;
-    (wanted == 0 || wanted == cookie).then_some(cookie)
+/// The namespace of the packet's socket, or `None` when the kernel filter excludes it. Read from the
+/// socket (`sock_fields::netns_inode`): `bpf_get_netns_cookie` is refused to `cgroup_skb` programs
+/// before 6.x.
+fn netns_inode(ctx: &SkBuffContext) -> Option<u64> {
+    // SAFETY: `skb` is the context the kernel passed; `sk` is the packet's socket or null.
+    let sk = unsafe { (*ctx.skb.skb).__bindgen_anon_2.sk } as u64;
+    let inode = if sk == 0 {
+        0
+    } else {
+        sock_fields::netns_inode(sock_fields::as_number(sk))
+    };
+    let wanted = filter().netns_inode;
+    (wanted == 0 || wanted == inode).then_some(inode)
 }
 
 fn socket_cookie(ctx: &SkBuffContext) -> u64 {
@@ -141,7 +149,7 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
     if udp.dport != DNS_PORT {
         return None;
     }
-    let netns_cookie = netns_cookie(ctx)?;
+    let netns_inode = netns_inode(ctx)?;
     let header: [u8; DNS_HEADER_LEN] = ctx.load(udp.payload).ok()?;
     let flags = u16::from_be_bytes([header[2], header[3]]);
     if flags & 0x8000 != 0 {
@@ -149,18 +157,16 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
     }
     count(counter::DNS_QUERIES);
     let key = DnsKey {
-        netns_cookie,
+        netns_inode,
         socket_cookie: socket_cookie(ctx),
         id: u16::from_be_bytes([header[0], header[1]]),
         _pad: [0; 6],
     };
-    let who = caller(bpf_get_current_pid_tgid());
-    let mut pending = PendingDns {
+    let pending = QUERY_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: a per-CPU map value, this program's alone while it runs on this CPU.
+    let pending = unsafe { &mut *pending };
+    *pending = PendingDns {
         sent_ns: now_ns(),
-        cgroup_id: who.cgroup_id,
-        pid: who.pid,
-        tid: who.tid,
-        comm: who.comm,
         client_addr: udp.src,
         server_addr: udp.dst,
         client_port: udp.sport,
@@ -169,6 +175,7 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
         flags,
         ..PendingDns::default()
     };
+    set_caller(ctx, pending);
     if udp.family == AF_INET {
         // Remote address of a connected socket, network order (0 if unconnected).
         pending.dialed_addr[..4].copy_from_slice(&ctx.skb.remote_ipv4().to_ne_bytes());
@@ -193,7 +200,7 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
             pending.question_len = len as u16;
         }
     }
-    if let Err(e) = PENDING_DNS.insert(&key, &pending, BPF_NOEXIST)
+    if let Err(e) = PENDING_DNS.insert(&key, pending, BPF_NOEXIST)
         && e == -E2BIG
     {
         count(counter::DNS_PENDING_FULL);
@@ -201,18 +208,31 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
     Some(())
 }
 
+/// The sender (egress runs in its context), from the current task and the socket's cgroup:
+/// `cgroup_skb` programs may not call `bpf_get_current_pid_tgid`, `bpf_get_current_comm` or
+/// `bpf_get_current_cgroup_id` before 6.x. Offsets from the kernel's BTF.
+fn set_caller(ctx: &SkBuffContext, pending: &mut PendingDns) {
+    let off = sock_offsets();
+    // SAFETY: helpers valid for cgroup_skb programs; `skb` is the context the kernel passed.
+    let (task, cgroup_id) = unsafe { (bpf_get_current_task(), bpf_skb_cgroup_id(ctx.skb.skb)) };
+    pending.cgroup_id = cgroup_id;
+    pending.pid = read(task + u64::from(off.task_tgid));
+    pending.tid = read(task + u64::from(off.task_pid));
+    pending.comm = read(task + u64::from(off.task_comm));
+}
+
 fn reply(ctx: &SkBuffContext) -> Option<()> {
     let udp = parse_udp(ctx)?;
     if udp.sport != DNS_PORT {
         return None;
     }
-    let netns_cookie = netns_cookie(ctx)?;
+    let netns_inode = netns_inode(ctx)?;
     let header: [u8; 4] = ctx.load(udp.payload).ok()?;
     if header[2] & 0x80 == 0 {
         return None; // not a response
     }
     let key = DnsKey {
-        netns_cookie,
+        netns_inode,
         socket_cookie: socket_cookie(ctx),
         id: u16::from_be_bytes([header[0], header[1]]),
         _pad: [0; 6],
@@ -225,7 +245,7 @@ fn reply(ctx: &SkBuffContext) -> Option<()> {
     let rcode = header[3] & 0x0f;
     if rcode == 0 && latency < dns_config().slow_reply_ns {
         count(counter::DNS_HEALTHY_REPLIES);
-        healthy(netns_cookie, &udp, latency);
+        healthy(netns_inode, &udp, latency);
     } else {
         match EVENTS.reserve::<DnsEvent>(0) {
             Some(mut entry) => {
@@ -253,9 +273,9 @@ fn reply(ctx: &SkBuffContext) -> Option<()> {
     Some(())
 }
 
-fn healthy(netns_cookie: u64, udp: &Udp, latency: u64) {
+fn healthy(netns_inode: u64, udp: &Udp, latency: u64) {
     let server = Endpoint {
-        netns_cookie,
+        netns_inode,
         addr: udp.src,
         port: udp.sport,
         family: udp.family,

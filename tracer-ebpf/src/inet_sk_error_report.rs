@@ -21,20 +21,14 @@ use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
     attempts::{self, Sock},
-    maps::{emit, hooks_only, now_ns, sock_offsets},
+    maps::{emit, hooks_only, now_ns},
     maps_dns::DNS_SOCK_ERRORS,
-    sock_fields::{self, read},
+    sock_fields,
 };
 
 const ECONNREFUSED: i32 = 111;
 const ECONNRESET: i32 = 104;
 const EPIPE: i32 = 32;
-
-/// `sock_extended_err.ee_origin` values of errors that came from ICMP or `ICMPv6`.
-const SO_EE_ORIGIN_ICMP: u8 = 2;
-const SO_EE_ORIGIN_ICMP6: u8 = 3;
-/// `sk_buff_head` starts with `next`, then `prev` (the newest skb): pointer-sized on every arch.
-const QUEUE_PREV: u64 = 8;
 
 #[btf_tracepoint(function = "inet_sk_error_report")]
 pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
@@ -45,8 +39,7 @@ pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
     let sock = sk.0;
     // A reset of an established connection (every connection a client closes with RST): not a
     // connect attempt (in SYN_SENT a RST is ECONNREFUSED) and not DNS. Return before the table.
-    let offsets = sock_offsets();
-    let error: i32 = read(sock + u64::from(offsets.sk_err));
+    let error = sock_fields::error(sock);
     if error == ECONNRESET || error == EPIPE {
         return 0;
     }
@@ -64,15 +57,9 @@ pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
         emit(EVENT_CONNECT_END, error, attempt);
         attempts::end(sk);
     } else {
-        let queue = sock + u64::from(offsets.sk_error_queue);
-        let newest: u64 = read(queue + QUEUE_PREV);
-        if newest == 0 || newest == queue {
-            return 0; // empty queue: its head points at itself
-        }
-        let ee = newest + u64::from(offsets.skb_cb) + u64::from(offsets.exterr_ee);
-        let origin: u8 = read(ee + 4);
-        if origin == SO_EE_ORIGIN_ICMP || origin == SO_EE_ORIGIN_ICMP6 {
-            attempt.soft_error = read::<u32>(ee).cast_signed();
+        let queued = sock_fields::queued_icmp_error(sock);
+        if queued != 0 {
+            attempt.soft_error = queued;
         }
     }
     0

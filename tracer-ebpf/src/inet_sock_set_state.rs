@@ -90,7 +90,7 @@ fn on_syn_sent(sk: Sock) {
     }
     // A socket the hook did not see (a kernel socket): its namespace is unknown, so it is followed
     // only without a namespace filter, attributed to whoever runs.
-    if filter().netns_cookie != 0 {
+    if filter().netns_inode != 0 {
         return;
     }
     // Or one the hook saw but found the table full for: not followed, and counted already.
@@ -148,7 +148,7 @@ fn count_healthy(attempt: &Attempt) {
     count(counter::ESTABLISHED_FIRST_SYN);
     let key = HealthyKey {
         dst: Endpoint {
-            netns_cookie: attempt.netns_cookie,
+            netns_inode: attempt.netns_inode,
             addr: attempt.daddr,
             port: attempt.dport,
             family: attempt.family,
@@ -198,8 +198,27 @@ fn on_closed(sk: Sock) {
         attempt.syn_count = 0;
         emit(EVENT_CONNECT_END, EADDRNOTAVAIL, attempt);
         attempts::end(sk);
+        return;
     }
-    // Otherwise the errno comes next, from inet_sk_error_report. If no report follows (the
-    // application closed the socket, or an ICMP error was handled inside its connect() and kept in
-    // `soft_error`), tcp_destroy_sock ends it.
+    // The kernel sets `sk_err` before it closes a connecting socket (a RST, an ICMP error, the
+    // retransmit timer giving up), so the errno is here already. This ends the attempt on kernels
+    // without the error-report tracepoint (5.10), and on 6.10+ where the report comes after the
+    // close; before 6.10 the report came first and ended it.
+    let error = sock_fields::error(sk.0);
+    if error != 0 {
+        emit(EVENT_CONNECT_END, error, attempt);
+        attempts::end(sk);
+        return;
+    }
+    // An ICMP error that arrived while the application held the socket is kept in `sk_err_soft`
+    // until the application reads it, and queued on the error queue until the socket is freed: if it
+    // closes now, that is why. (Without the error-report tracepoint, 5.10, this is the only look.)
+    if attempt.soft_error == 0 {
+        attempt.soft_error = match sock_fields::soft_error(sk.0) {
+            0 => sock_fields::queued_icmp_error(sk.0),
+            soft => soft,
+        };
+    }
+    // Otherwise the application closed the socket (or an ICMP error was handled inside its
+    // connect() and kept in `soft_error`): tcp_destroy_sock ends it.
 }

@@ -38,9 +38,9 @@ pub static OPEN_BY_SLOT: Array<u64> = Array::with_max_entries(1 << OPEN_SLOT_BIT
 /// 128 KiB array misses the cache itself).
 pub const OPEN_SLOT_BITS: u32 = 12;
 
-/// One word per CPU through which `attempts.rs` turns a socket pointer into a plain number.
+/// One word per CPU through which a socket pointer becomes a plain number (`sock_fields::as_number`).
 #[map]
-pub static SOCK_NUMBER: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+pub static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// Sockets whose attempt the `connect()` hook found no room for, already counted in
 /// `ATTEMPTS_MAP_FULL`. The state-change program opens attempts for sockets the hook never saw
@@ -65,7 +65,7 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::C
 /// Set by userspace before load (read-only data, so the verifier treats it as a constant).
 #[unsafe(no_mangle)]
 static FILTER: KernelFilter = KernelFilter {
-    netns_cookie: 0,
+    netns_inode: 0,
     hooks_only: 0,
     _pad: 0,
 };
@@ -88,7 +88,13 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     skb_cb: 0,
     exterr_ee: 0,
     tcp_rcv_nxt: 0,
-    _pad: 0,
+    skc_net: 0,
+    net_inum: 0,
+    task_tgid: 0,
+    task_pid: 0,
+    task_comm: 0,
+    sk_err_soft: 0,
+    _pad: [0; 3],
 };
 
 pub fn sock_offsets() -> SockOffsets {

@@ -2,7 +2,7 @@
 //! `inet_sk_error_report.rs`). Kept apart from `maps.rs` so the TCP maps can change independently.
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, LruHashMap, LruPerCpuHashMap},
+    maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use tracer_common::{
     DnsConfig, DnsHealthyStats, DnsKey, Endpoint, MAX_DNS_SERVERS, MAX_DNS_SOCK_ERRORS,
@@ -14,6 +14,11 @@ use tracer_common::{
 /// map is a counted loss (`DNS_PENDING_FULL`) rather than a silent eviction.
 #[map]
 pub static PENDING_DNS: HashMap<DnsKey, PendingDns> = HashMap::with_max_entries(MAX_PENDING_DNS, 0);
+
+/// Where the egress hook builds a query before storing it: a `PendingDns` on the 512-byte BPF stack,
+/// beside the program's other locals, is more than 5.10 to 6.12 accept.
+#[map]
+pub static QUERY_SCRATCH: PerCpuArray<PendingDns> = PerCpuArray::with_max_entries(1, 0);
 
 /// Healthy replies per server (the reply's source, per namespace): counted, not sent one by one.
 #[map]

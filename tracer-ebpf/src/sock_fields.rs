@@ -14,7 +14,7 @@
 use aya_ebpf::helpers::bpf_probe_read_kernel;
 use tracer_common::AF_INET6;
 
-use crate::maps::sock_offsets;
+use crate::maps::{SCRATCH, sock_offsets};
 
 /// Source and destination of a socket; IPv4 in the first 4 bytes. Ports in host order.
 pub struct Addrs {
@@ -45,6 +45,42 @@ pub fn cookie(sock: u64) -> u64 {
     field(sock, sock_offsets().skc_cookie)
 }
 
+/// `sk_err`: the error the socket reports next (0 if none).
+pub fn error(sock: u64) -> i32 {
+    field(sock, sock_offsets().sk_err)
+}
+
+/// `sk_err_soft`: an error kept while the application held the socket (an ICMP error in
+/// `SYN_SENT`), 0 if none or read already.
+pub fn soft_error(sock: u64) -> i32 {
+    field(sock, sock_offsets().sk_err_soft)
+}
+
+/// `sock_extended_err.ee_origin` values of errors that came from ICMP or `ICMPv6`.
+const SO_EE_ORIGIN_ICMP: u8 = 2;
+const SO_EE_ORIGIN_ICMP6: u8 = 3;
+/// `sk_buff_head` starts with `next`, then `prev` (the newest skb): pointer-sized on every arch.
+const QUEUE_PREV: u64 = 8;
+
+/// The errno of the newest ICMP error on the socket's error queue (0 if none): an ICMP error that
+/// came while the application held the socket, which it reads through `SO_ERROR` (clearing
+/// `sk_err_soft`) while the queued copy stays until the socket is freed.
+pub fn queued_icmp_error(sock: u64) -> i32 {
+    let off = sock_offsets();
+    let queue = sock + u64::from(off.sk_error_queue);
+    let newest: u64 = read(queue + QUEUE_PREV);
+    if newest == 0 || newest == queue {
+        return 0; // empty queue: its head points at itself
+    }
+    let ee = newest + u64::from(off.skb_cb) + u64::from(off.exterr_ee);
+    let origin: u8 = read(ee + 4);
+    if origin == SO_EE_ORIGIN_ICMP || origin == SO_EE_ORIGIN_ICMP6 {
+        read::<u32>(ee).cast_signed()
+    } else {
+        0
+    }
+}
+
 /// The TCP state (`skc_state`).
 pub fn state(sock: u64) -> u8 {
     field(sock, sock_offsets().skc_state)
@@ -72,6 +108,34 @@ pub fn addrs(sock: u64) -> Addrs {
         dport: u16::from_be(field(sock, off.skc_dport)),
         saddr,
         daddr,
+    }
+}
+
+/// The socket's network namespace as its inode number (what `stat` on `/proc/PID/ns/net` says), 0 if
+/// it cannot be read. Every program type the tracer uses may read it this way on every kernel
+/// since 5.10, unlike `bpf_get_netns_cookie`.
+pub fn netns_inode(sock: u64) -> u64 {
+    let off = sock_offsets();
+    let net: u64 = field(sock, off.skc_net);
+    if net == 0 {
+        return 0;
+    }
+    u64::from(read::<u32>(net + u64::from(off.net_inum)))
+}
+
+/// A kernel pointer as a plain number. To the verifier a socket pointer a hook got from its context
+/// may be a map key or a helper argument (the privileged loader may leak pointers), but arithmetic
+/// on it is refused. A word read back from map memory is a number to it: one store and one load in
+/// this CPU's scratch word (both volatile, or the compiler would hand back the pointer itself).
+pub fn as_number(pointer: u64) -> u64 {
+    // Index 0 of a one-entry array: the lookup cannot fail, but the verifier wants the check.
+    let Some(word) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: a per-CPU map value, this program's alone while it runs on this CPU.
+    unsafe {
+        core::ptr::write_volatile(word, pointer);
+        core::ptr::read_volatile(word)
     }
 }
 

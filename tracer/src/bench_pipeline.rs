@@ -41,9 +41,9 @@ const BLOCK: u64 = 4096;
 
 pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
     let pinned = pin_to_current_cpu();
-    // A real namespace cookie, so the enricher's name lookup takes the path it takes live.
-    let cookie = netns::resolve("host").map_or(0, |n| n.cookie);
-    let records = synthetic(args.events, cookie);
+    // A real namespace, so the enricher's name lookup takes the path it takes live.
+    let inode = netns::resolve("host").map_or(0, |n| n.inode);
+    let records = synthetic(args.events, inode);
     let record_len = size_of::<ConnectEvent>();
 
     let mut stages = Stages {
@@ -126,7 +126,7 @@ impl<S: Sink> Sink for CountingSink<S> {
 }
 
 /// `n` records: per block of attempts, every retransmit, then every end.
-fn synthetic(n: u64, netns_cookie: u64) -> Vec<u8> {
+fn synthetic(n: u64, netns_inode: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(n as usize * size_of::<ConnectEvent>());
     let mut made = 0u64;
     let mut block_start = 0u64;
@@ -136,7 +136,7 @@ fn synthetic(n: u64, netns_cookie: u64) -> Vec<u8> {
                 if made == n {
                     break;
                 }
-                push_record(&mut out, &event(kind, i, netns_cookie));
+                push_record(&mut out, &event(kind, i, netns_inode));
                 made += 1;
             }
         }
@@ -145,7 +145,7 @@ fn synthetic(n: u64, netns_cookie: u64) -> Vec<u8> {
     out
 }
 
-fn event(kind: u32, i: u64, netns_cookie: u64) -> ConnectEvent {
+fn event(kind: u32, i: u64, netns_inode: u64) -> ConnectEvent {
     let start_ns = 1_000_000_000 + i * 1_000;
     let mut comm = [0u8; 16];
     comm[..4].copy_from_slice(b"java");
@@ -166,7 +166,7 @@ fn event(kind: u32, i: u64, netns_cookie: u64) -> ConnectEvent {
         attempt: Attempt {
             sock: 0xffff_8881_0000_0000 + i * 0x800,
             start_ns,
-            netns_cookie,
+            netns_inode,
             cgroup_id: 1,
             closed_ns: if kind == EVENT_CONNECT_END {
                 retransmitted + 2_000_000_000

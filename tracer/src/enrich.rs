@@ -140,8 +140,8 @@ impl Enricher {
             tid: a.tid,
             comm: comm_to_string(&a.comm),
             cgroup_id: a.cgroup_id,
-            netns: self.netns.name(a.netns_cookie),
-            netns_cookie: a.netns_cookie,
+            netns: self.netns.name(a.netns_inode),
+            netns_inode: a.netns_inode,
             flow: format!("{:x}-{:x}", a.sock, a.start_ns),
             explanation: flow.verdict.explain(&shown_dst, a.syn_count, waited),
             identity: self.identities.connect(

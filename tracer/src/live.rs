@@ -86,7 +86,7 @@ async fn trace(
     // A bad cluster-state file or kubeconfig stops here, before anything is attached.
     let identities = identities(&args.pipeline).await?;
     let filter = KernelFilter {
-        netns_cookie: netns.as_ref().map_or(0, |n| n.cookie),
+        netns_inode: netns.as_ref().map_or(0, |n| n.inode),
         hooks_only: u32::from(args.pipeline.hooks_only),
         _pad: 0,
     };
@@ -110,6 +110,9 @@ async fn trace(
         args.pipeline.dns_slow,
         !args.pipeline.no_dns,
     )?;
+    for warning in kernel.capabilities.warnings() {
+        eprintln!("{warning}");
+    }
     let mut pipeline = Pipeline {
         stages: Stages {
             flows: FlowTable::default(),
@@ -137,6 +140,7 @@ async fn trace(
         dumper,
         reported_drops: 0,
         conntrack_failed: false,
+        stats_written: 0,
     };
     eprintln!(
         "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
@@ -159,6 +163,7 @@ async fn trace(
     if !matches!(stop, Stop::BrokenPipe) {
         // Whatever arrived before we stopped is still reported, then the final totals.
         let _ = drain(&mut kernel, &mut pipeline, sink.as_mut());
+        ignore_broken_pipe(pipeline.write_counts(&mut kernel, sink.as_mut()))?;
         let stats = pipeline.stats(&kernel, true);
         let lost = stats.dropped.total();
         ignore_broken_pipe(sink.write(&Record::Stats(stats)))?;
@@ -231,16 +236,7 @@ async fn event_loop(
             _ = stats_tick.tick() => {
                 pipeline.stages.flows.expire(monotonic_now_ns());
                 pipeline.stages.enricher.destroyed.tick(Instant::now());
-                let stages = &mut pipeline.stages;
-                for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
-                    sink.write(&record)?;
-                }
-                for record in pipeline.healthy_records(kernel) {
-                    sink.write(&record)?;
-                }
-                for record in pipeline.service_records() {
-                    sink.write(&record)?;
-                }
+                pipeline.write_counts(kernel, sink)?;
                 let stats = pipeline.stats(kernel, false);
                 pipeline.warn_on_new_drops(&stats.dropped);
                 sink.write(&Record::Stats(stats))?;
@@ -272,6 +268,8 @@ struct Pipeline {
     reported_drops: u64,
     /// A conntrack dump failure is said once, not every interval.
     conntrack_failed: bool,
+    /// The first and the final stats records carry the kernel's capabilities.
+    stats_written: u64,
 }
 
 /// How often the ring buffer is read without being woken: the kernel side wakes the reader only
@@ -295,6 +293,23 @@ fn drain(
 }
 
 impl Pipeline {
+    /// What is counted rather than sent one by one (healthy connects and DNS replies, the Services
+    /// view), since the last call: every interval, and once more at exit so the last counts are not
+    /// lost.
+    fn write_counts(&mut self, kernel: &mut KernelSide, sink: &mut dyn Sink) -> io::Result<()> {
+        let stages = &mut self.stages;
+        for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
+            sink.write(&record)?;
+        }
+        for record in self.healthy_records(kernel) {
+            sink.write(&record)?;
+        }
+        for record in self.service_records() {
+            sink.write(&record)?;
+        }
+        Ok(())
+    }
+
     /// Takes what the conntrack thread found since the last tick, then the per-Service view.
     fn service_records(&mut self) -> Vec<Record> {
         let mut records = Vec::new();
@@ -351,8 +366,8 @@ impl Pipeline {
                 pid: key.pid,
                 comm: comm_to_string(&stats.comm),
                 cgroup_id: stats.cgroup_id,
-                netns: self.stages.enricher.netns.name(endpoint.netns_cookie),
-                netns_cookie: endpoint.netns_cookie,
+                netns: self.stages.enricher.netns.name(endpoint.netns_inode),
+                netns_inode: endpoint.netns_inode,
                 established: stats.established,
                 mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
                 identity: self.stages.enricher.identities.healthy(
@@ -364,7 +379,9 @@ impl Pipeline {
         records
     }
 
-    fn stats(&self, kernel: &KernelSide, is_final: bool) -> StatsRecord {
+    fn stats(&mut self, kernel: &KernelSide, is_final: bool) -> StatsRecord {
+        let with_kernel = is_final || self.stats_written == 0;
+        self.stats_written += 1;
         let c = kernel.counters.read();
         let destroyed = &self.stages.enricher.destroyed;
         StatsRecord {
@@ -397,6 +414,7 @@ impl Pipeline {
                 destroy_events_subscribed: destroyed.is_open(),
                 refused_before_subscription: destroyed.refused_before_subscription,
             },
+            kernel: with_kernel.then(|| kernel.capabilities.info()),
             is_final,
         }
     }

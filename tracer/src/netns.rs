@@ -1,13 +1,15 @@
-//! Network namespaces: from what a user types (`--netns NAME|PATH|pid:N|host`) to the namespace cookie
-//! the kernel side filters on, and from cookies back to names for display.
+//! Network namespaces: from what a user types (`--netns NAME|PATH|pid:N|host`) to the namespace the
+//! kernel side filters on, and from the kernel's namespace ids back to names for display.
 //!
-//! The kernel identifies a namespace by its cookie (`bpf_get_netns_cookie`); userspace gets the cookie
-//! of a namespace with `SO_NETNS_COOKIE` on a socket created inside it, from a short-lived thread that
-//! `setns()` into it (a thread may switch network namespace; the rest of the process does not move).
+//! A namespace is known by its inode number on nsfs: the kernel side reads it from the socket
+//! (`net->ns.inum`), userspace `stat`s `/run/netns/NAME` or `/proc/PID/ns/net`. That works on every
+//! kernel the tracer supports, where the netns cookie does not (`SO_NETNS_COOKIE` came in 5.14, and
+//! `cgroup_skb` programs may not call `bpf_get_netns_cookie` before 6.x). It is also the number
+//! `lsns` and `ls -l /proc/PID/ns/net` show.
 use std::{
     fs::File,
     io,
-    os::fd::{AsRawFd, FromRawFd},
+    os::{fd::AsRawFd, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -16,7 +18,8 @@ use hashbrown::HashMap;
 
 /// Where `ip netns add` puts named namespaces.
 pub const NAMED_NETNS_DIR: &str = "/run/netns";
-const SO_NETNS_COOKIE: libc::c_int = 71;
+/// `NSFS_MAGIC`: the filesystem of namespace files.
+const NSFS_MAGIC: i64 = 0x6e73_6673;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
@@ -26,17 +29,17 @@ pub enum NetnsError {
     Unknown { spec: String, path: PathBuf },
     #[error("cannot enter network namespace {path}: {source} (needs CAP_SYS_ADMIN)")]
     Enter { path: PathBuf, source: io::Error },
-    #[error(
-        "cannot read the cookie of network namespace {path}: {source} (kernel 5.14 or later needed)"
-    )]
-    Cookie { path: PathBuf, source: io::Error },
+    #[error("cannot read network namespace {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} is not a network namespace (a namespace file is /run/netns/NAME or /proc/PID/ns/net)")]
+    NotANamespace { path: PathBuf },
 }
 
-/// A namespace the user named, with the cookie the kernel knows it by.
+/// A namespace the user named, with the inode number the kernel knows it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Netns {
     pub name: String,
-    pub cookie: u64,
+    pub inode: u64,
 }
 
 /// `host`, `pid:N`, a path, or a name under /run/netns.
@@ -48,18 +51,40 @@ pub fn resolve(spec: &str) -> Result<Netns, NetnsError> {
             path,
         });
     }
-    let cookie = cookies_of(std::slice::from_ref(&path))
-        .pop()
-        .unwrap_or_else(|| {
-            Err(NetnsError::Unknown {
-                spec: spec.into(),
-                path: path.clone(),
-            })
-        })?;
     Ok(Netns {
         name: spec.into(),
-        cookie,
+        inode: inode_of(&path)?,
     })
+}
+
+/// The inode number of the namespace file at `path`, checked to be a namespace.
+pub fn inode_of(path: &Path) -> Result<u64, NetnsError> {
+    let file = File::open(path).map_err(|source| NetnsError::Read {
+        path: path.into(),
+        source,
+    })?;
+    // SAFETY: fstatfs writes into `stat`, which we own; the fd is open.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &raw mut stat) } != 0 {
+        return Err(NetnsError::Read {
+            path: path.into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    if stat.f_type != NSFS_MAGIC {
+        return Err(NetnsError::NotANamespace { path: path.into() });
+    }
+    file.metadata()
+        .map(|m| m.ino())
+        .map_err(|source| NetnsError::Read {
+            path: path.into(),
+            source,
+        })
+}
+
+/// The namespace the calling thread is in.
+pub fn current_inode() -> io::Result<u64> {
+    std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino())
 }
 
 pub fn spec_path(spec: &str) -> PathBuf {
@@ -89,85 +114,41 @@ pub fn enter(path: &Path) -> Result<(), NetnsError> {
     Ok(())
 }
 
-/// The cookie of the namespace the calling thread is in.
-pub fn current_cookie() -> io::Result<u64> {
-    // SAFETY: plain socket(2); the fd is owned by `sock` at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket nobody else owns.
-    let sock = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-    let mut cookie: u64 = 0;
-    let mut len = size_of::<u64>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cookie`, which we own.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_NETNS_COOKIE,
-            (&raw mut cookie).cast(),
-            &raw mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cookie)
-}
-
-/// Cookies of several namespaces, from one thread that enters each in turn.
-fn cookies_of(paths: &[PathBuf]) -> Vec<Result<u64, NetnsError>> {
-    let paths = paths.to_vec();
-    std::thread::spawn(move || paths.iter().map(|p| cookie_in(p)).collect())
-        .join()
-        .unwrap_or_default()
-}
-
-fn cookie_in(path: &Path) -> Result<u64, NetnsError> {
-    enter(path)?;
-    // An unbound socket is enough for SO_NETNS_COOKIE; binding would need the namespace's loopback
-    // up, which a node's or pod's namespace does not promise.
-    current_cookie().map_err(|source| NetnsError::Cookie {
-        path: path.into(),
-        source,
-    })
-}
-
-/// Cookie -> readable name (`host`, the `ip netns` name), rescanned when an unknown cookie shows up.
+/// Namespace inode -> readable name (`host`, the `ip netns` name), rescanned when an unknown one
+/// shows up.
 pub struct NetnsNames {
-    by_cookie: HashMap<u64, String>,
+    by_inode: HashMap<u64, String>,
     last_scan: Option<Instant>,
 }
 
-/// New namespaces appear with new pods; a rescan costs one thread and a socket per namespace.
+/// New namespaces appear with new pods; a rescan costs a `stat` per namespace.
 const RESCAN_INTERVAL: Duration = Duration::from_secs(2);
 
 impl NetnsNames {
     pub fn new() -> NetnsNames {
         let mut names = NetnsNames {
-            by_cookie: HashMap::new(),
+            by_inode: HashMap::new(),
             last_scan: None,
         };
         names.rescan();
         names
     }
 
-    pub fn name(&mut self, cookie: u64) -> String {
-        if cookie == 0 {
+    pub fn name(&mut self, inode: u64) -> String {
+        if inode == 0 {
             return "unknown".into();
         }
-        if !self.by_cookie.contains_key(&cookie)
+        if !self.by_inode.contains_key(&inode)
             && self
                 .last_scan
                 .is_none_or(|t| t.elapsed() >= RESCAN_INTERVAL)
         {
             self.rescan();
         }
-        self.by_cookie
-            .get(&cookie)
+        self.by_inode
+            .get(&inode)
             .cloned()
-            .unwrap_or_else(|| format!("netns:{cookie}"))
+            .unwrap_or_else(|| format!("netns:{inode}"))
     }
 
     fn rescan(&mut self) {
@@ -180,9 +161,9 @@ impl NetnsNames {
                 paths.push(entry.path());
             }
         }
-        for (name, cookie) in names.into_iter().zip(cookies_of(&paths)) {
-            if let Ok(cookie) = cookie {
-                self.by_cookie.insert(cookie, name);
+        for (name, path) in names.into_iter().zip(paths) {
+            if let Ok(inode) = inode_of(&path) {
+                self.by_inode.insert(inode, name);
             }
         }
     }
@@ -204,26 +185,16 @@ mod tests {
     }
 
     #[test]
-    fn cookie_of_a_namespace_whose_loopback_is_down() {
-        // Regression: the cookie was read from a socket bound to 127.0.0.1, which fails with
-        // EADDRNOTAVAIL in a namespace whose `lo` is down (a node namespace, freshly made).
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return; // creating a namespace needs root; the integration tests run as root
-        }
-        let name = format!("tracer-unit-lo-{}", std::process::id());
-        let made = std::process::Command::new("ip")
-            .args(["netns", "add", &name])
-            .status();
-        if !made.is_ok_and(|s| s.success()) {
-            return;
-        }
-        let result = resolve(&name);
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &name])
-            .status();
-        let ns = result.expect("cookie of a namespace with lo down");
-        assert_ne!(ns.cookie, 0);
+    fn the_host_namespace_is_its_nsfs_inode() {
+        let ns = resolve("pid:self").expect("our own namespace resolves");
+        assert_eq!(Some(ns.inode), current_inode().ok());
+        assert_ne!(ns.inode, 0);
+    }
+
+    #[test]
+    fn a_regular_file_is_not_a_namespace() {
+        let err = resolve("/proc/self/status").expect_err("a regular file");
+        assert!(err.to_string().contains("is not a network namespace"), "{err}");
     }
 
     #[test]

@@ -57,7 +57,7 @@ impl Stages {
             let dst = std::net::SocketAddr::new(ip, attempt.dport);
             *error = self
                 .route_check
-                .errno(attempt.netns_cookie, attempt.pid, attempt.tid, dst);
+                .errno(attempt.netns_inode, attempt.pid, attempt.tid, dst);
         }
         let flow = self.flows.apply(event);
         let (dst, dialed) = destinations(&flow);

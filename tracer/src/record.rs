@@ -60,7 +60,10 @@ pub struct ConnectRecord {
     pub comm: String,
     pub cgroup_id: u64,
     pub netns: String,
-    pub netns_cookie: u64,
+    /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
+    /// replaced the netns cookie call it `netns_cookie`.
+    #[serde(alias = "netns_cookie")]
+    pub netns_inode: u64,
     /// Stable id of the attempt, shared by its live updates and its final record.
     pub flow: String,
     pub explanation: String,
@@ -83,7 +86,10 @@ pub struct HealthyRecord {
     pub comm: String,
     pub cgroup_id: u64,
     pub netns: String,
-    pub netns_cookie: u64,
+    /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
+    /// replaced the netns cookie call it `netns_cookie`.
+    #[serde(alias = "netns_cookie")]
+    pub netns_inode: u64,
     pub established: u64,
     pub mean_syn_sent_ms: f64,
     /// Pod, Service and node names (all optional; see `identity/fields.rs`).
@@ -165,7 +171,10 @@ pub struct DnsRecord {
     pub comm: String,
     pub cgroup_id: u64,
     pub netns: String,
-    pub netns_cookie: u64,
+    /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
+    /// replaced the netns cookie call it `netns_cookie`.
+    #[serde(alias = "netns_cookie")]
+    pub netns_inode: u64,
     pub socket_cookie: u64,
     /// RCODE name of the reply (`NOERROR`, `NXDOMAIN`, `SERVFAIL`, ...), answered queries only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,7 +201,10 @@ pub struct DnsHealthyRecord {
     /// The replies' source as the sockets saw it (a Service address after un-NAT).
     pub server: String,
     pub netns: String,
-    pub netns_cookie: u64,
+    /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
+    /// replaced the netns cookie call it `netns_cookie`.
+    #[serde(alias = "netns_cookie")]
+    pub netns_inode: u64,
     pub answered: u64,
     pub mean_latency_ms: f64,
 }
@@ -205,7 +217,10 @@ pub struct DnsStuckSocketRecord {
     pub pid: u32,
     pub comm: String,
     pub netns: String,
-    pub netns_cookie: u64,
+    /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
+    /// replaced the netns cookie call it `netns_cookie`.
+    #[serde(alias = "netns_cookie")]
+    pub netns_inode: u64,
     pub socket_cookie: u64,
     pub client: String,
     /// The server the socket's queries went to, which does not answer.
@@ -258,9 +273,39 @@ pub struct StatsRecord {
     pub dns: DnsStats,
     #[serde(default)]
     pub conntrack: ConntrackStats,
+    /// The running kernel and what the tracer can do on it: on the first and the final record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelInfo>,
     /// True on the last record, written at exit.
     #[serde(rename = "final")]
     pub is_final: bool,
+}
+
+/// The running kernel: its release, and each capability of the tracer on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelInfo {
+    pub release: String,
+    pub capabilities: std::collections::BTreeMap<String, Capability>,
+}
+
+impl KernelInfo {
+    /// Names of the capabilities not at `full`, for a one-line header.
+    pub fn degraded(&self) -> Vec<&str> {
+        self.capabilities
+            .iter()
+            .filter(|(_, c)| !matches!(c, Capability::Full))
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
+/// What one capability is on this kernel; `reason` says what is missing and what it costs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum Capability {
+    Full,
+    Degraded { reason: String },
+    Off { reason: String },
 }
 
 /// The conntrack destroy-event subscription (`--conntrack-destroy-events`), where refused Service

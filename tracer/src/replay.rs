@@ -164,6 +164,16 @@ mod tests {
     }
 
     #[test]
+    fn recordings_from_before_the_netns_inode_still_replay() {
+        let line = r#"{"schema":1,"kind":"dns_healthy","time":"2026-11-30T16:00:01.000Z","server":"10.96.0.10:53","netns":"n","netns_cookie":5,"answered":40,"mean_latency_ms":0.4}"#;
+        let records = parse(line, Path::new("f")).expect("an old line parses");
+        let Record::DnsHealthy(h) = &records[0].record else {
+            panic!("a dns_healthy record: {:?}", records[0].record);
+        };
+        assert_eq!(h.netns_inode, 5);
+    }
+
+    #[test]
     fn a_bad_time_is_an_error_not_a_guess() {
         let e = err(&STATS.replace("2026-11-30T16:40:00.000Z", "yesterday"));
         assert!(e.contains("time \"yesterday\" is not RFC 3339"), "{e}");

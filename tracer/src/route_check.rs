@@ -23,21 +23,21 @@ pub struct RouteCheck {
 }
 
 impl RouteCheck {
-    /// The errno a `connect()` to `dst` gets from the route lookup in namespace `netns_cookie`, where
+    /// The errno a `connect()` to `dst` gets from the route lookup in namespace `netns_inode`, where
     /// thread `tid` of process `pid` made it; 0 if a route exists or the namespace cannot be found.
-    pub fn errno(&mut self, netns_cookie: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
+    pub fn errno(&mut self, netns_inode: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
         let now = Instant::now();
-        if let Some((at, errno)) = self.recent.get(&(netns_cookie, dst.ip()))
+        if let Some((at, errno)) = self.recent.get(&(netns_inode, dst.ip()))
             && now.duration_since(*at) < CACHE_FOR
         {
             return *errno;
         }
-        let errno = lookup(netns_cookie, pid, tid, dst);
+        let errno = lookup(netns_inode, pid, tid, dst);
         if self.recent.len() > 4096 {
             self.recent
                 .retain(|_, (at, _)| now.duration_since(*at) < CACHE_FOR);
         }
-        self.recent.insert((netns_cookie, dst.ip()), (now, errno));
+        self.recent.insert((netns_inode, dst.ip()), (now, errno));
         errno
     }
 }
@@ -56,12 +56,12 @@ fn candidates(pid: u32, tid: u32) -> Vec<PathBuf> {
 }
 
 /// One disposable thread enters each candidate in turn and asks the first that matches.
-fn lookup(netns_cookie: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
+fn lookup(netns_inode: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
     let paths = candidates(pid, tid);
     std::thread::spawn(move || {
         for path in paths {
             if netns::enter(&path).is_ok()
-                && netns::current_cookie().is_ok_and(|c| c == netns_cookie)
+                && netns::current_inode().is_ok_and(|c| c == netns_inode)
             {
                 return route_errno(dst);
             }
@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn a_routed_address_has_no_errno_and_answers_are_cached() {
         let mut check = RouteCheck::default();
-        let cookie = netns::current_cookie().expect("cookie of our own namespace");
+        let cookie = netns::current_inode().expect("our own namespace");
         let me = std::process::id();
         // Loopback always has a route; nothing is sent.
         let dst: SocketAddr = "127.0.0.1:9".parse().expect("literal");

@@ -161,8 +161,8 @@ impl DnsTracker {
             tid: query.pending.tid,
             comm: query.comm(),
             cgroup_id: query.pending.cgroup_id,
-            netns: enricher.netns.name(query.key.netns_cookie),
-            netns_cookie: query.key.netns_cookie,
+            netns: enricher.netns.name(query.key.netns_inode),
+            netns_inode: query.key.netns_inode,
             socket_cookie: query.key.socket_cookie,
             rcode,
             latency_ms,
@@ -260,8 +260,8 @@ impl DnsTracker {
             records.push(Record::DnsHealthy(DnsHealthyRecord {
                 time: time.clone(),
                 server: SocketAddr::new(ip, server.port).to_string(),
-                netns: enricher.netns.name(server.netns_cookie),
-                netns_cookie: server.netns_cookie,
+                netns: enricher.netns.name(server.netns_inode),
+                netns_inode: server.netns_inode,
                 answered,
                 mean_latency_ms: latency_ns as f64 / answered.max(1) as f64 / 1e6,
             }));
@@ -289,8 +289,8 @@ impl DnsTracker {
             time: rfc3339(SystemTime::now()),
             pid: q.pid,
             comm: q.comm.clone(),
-            netns: enricher.netns.name(q.netns_cookie),
-            netns_cookie: q.netns_cookie,
+            netns: enricher.netns.name(q.netns_inode),
+            netns_inode: q.netns_inode,
             socket_cookie: q.socket_cookie,
             client: q.client.to_string(),
             server: q.server.to_string(),
@@ -327,7 +327,7 @@ fn lost(query: &Query, via: Option<(SocketAddr, SocketAddr)>) -> Lost {
     let (service, server) = via.unwrap_or((query.server(), query.server()));
     Lost {
         socket_cookie: query.key.socket_cookie,
-        netns_cookie: query.key.netns_cookie,
+        netns_inode: query.key.netns_inode,
         pid: query.pending.pid,
         comm: query.comm(),
         client: query.client(),

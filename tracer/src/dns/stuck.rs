@@ -16,7 +16,7 @@ const MAX_BATCHES: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lost {
     pub socket_cookie: u64,
-    pub netns_cookie: u64,
+    pub netns_inode: u64,
     pub pid: u32,
     pub comm: String,
     pub client: SocketAddr,
@@ -160,7 +160,7 @@ mod tests {
     fn lost(socket: u64, server: &str, sent_s: u64) -> Lost {
         Lost {
             socket_cookie: socket,
-            netns_cookie: 1,
+            netns_inode: 1,
             pid: 42,
             comm: "nginx".into(),
             client: "10.0.0.1:40000".parse().expect("addr"),

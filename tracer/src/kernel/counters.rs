@@ -94,6 +94,14 @@ impl SkippedRuns {
         SkippedRuns { fds }
     }
 
+    /// Whether this kernel counts skipped runs at all (`recursion_misses` appeared in 5.12).
+    pub fn counted_by_kernel(&self) -> bool {
+        self.fds.first().is_some_and(|fd| {
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+                .is_ok_and(|text| text.lines().any(|l| l.starts_with("recursion_misses:")))
+        })
+    }
+
     /// Total over our programs; a program whose fdinfo cannot be read counts 0.
     pub fn read(&self) -> u64 {
         self.fds

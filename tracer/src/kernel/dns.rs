@@ -10,7 +10,37 @@ use aya::{
 };
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
 
-use super::{load_error, take_map};
+use super::{
+    capabilities::{self, Capabilities},
+    load_error, take_map,
+};
+
+/// Loads every program before any is attached, so a refusal leaves nothing half attached.
+fn load(ebpf: &mut Ebpf, programs: &[(&str, CgroupSkbAttachType)]) -> anyhow::Result<()> {
+    for &(name, _) in programs {
+        let program: &mut CgroupSkb = ebpf
+            .program_mut(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+            .try_into()?;
+        program.load().map_err(|e| load_error(name, e))?;
+    }
+    Ok(())
+}
+
+/// DNS queries refused by ICMP are told from unanswered ones by the error-report tracepoint.
+pub fn refused_capability(capabilities: &mut Capabilities, error_report: bool) {
+    if !capabilities.is_full(capabilities::DNS) {
+        capabilities.off(capabilities::DNS_REFUSED, "DNS is off");
+    } else if error_report {
+        capabilities.full(capabilities::DNS_REFUSED);
+    } else {
+        capabilities.degraded(
+            capabilities::DNS_REFUSED,
+            "no tracepoint inet_sk_error_report: a DNS query refused by ICMP port-unreachable is \
+             reported unanswered",
+        );
+    }
+}
 
 /// The settings the DNS programs read: the slow-reply threshold.
 pub fn config(slow_reply: Duration) -> DnsConfig {
@@ -27,37 +57,44 @@ pub struct DnsMaps {
 }
 
 /// Loads and attaches the two `cgroup_skb` programs to the cgroup v2 root (unless `hooks` is false:
-/// `--no-dns`, the maps stay empty) and takes the DNS maps.
+/// `--no-dns`, the maps stay empty) and takes the DNS maps. A kernel that refuses the programs
+/// turns DNS off (said in `capabilities`), it does not stop the run.
 pub fn attach(
     ebpf: &mut Ebpf,
     cgroup: &File,
     cgroup_root: &Path,
     hooks: bool,
+    capabilities: &mut Capabilities,
 ) -> anyhow::Result<DnsMaps> {
-    let programs = if hooks {
-        &[
-            ("dns_egress", CgroupSkbAttachType::Egress),
-            ("dns_ingress", CgroupSkbAttachType::Ingress),
-        ][..]
+    const PROGRAMS: [(&str, CgroupSkbAttachType); 2] = [
+        ("dns_egress", CgroupSkbAttachType::Egress),
+        ("dns_ingress", CgroupSkbAttachType::Ingress),
+    ];
+    if !hooks {
+        capabilities.off(capabilities::DNS, "--no-dns");
+    } else if let Err(e) = load(ebpf, &PROGRAMS) {
+        capabilities.off(
+            capabilities::DNS,
+            format!("{e:#}: no DNS queries are followed"),
+        );
     } else {
-        &[]
-    };
-    for &(name, direction) in programs {
-        let program: &mut CgroupSkb = ebpf
-            .program_mut(name)
-            .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
-            .try_into()?;
-        program.load().map_err(|e| load_error(name, e))?;
-        // Multi mode coexists with other tools' programs on the root; some kernels refuse it there.
-        program
-            .attach(cgroup, direction, CgroupAttachMode::AllowMultiple)
-            .or_else(|_| program.attach(cgroup, direction, CgroupAttachMode::Single))
-            .with_context(|| {
-                format!(
-                    "attaching {name} to the cgroup v2 root {}",
-                    cgroup_root.display()
-                )
-            })?;
+        for (name, direction) in PROGRAMS {
+            let program: &mut CgroupSkb = ebpf
+                .program_mut(name)
+                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+                .try_into()?;
+            // Multi mode coexists with other tools' programs on the root; some kernels refuse it there.
+            program
+                .attach(cgroup, direction, CgroupAttachMode::AllowMultiple)
+                .or_else(|_| program.attach(cgroup, direction, CgroupAttachMode::Single))
+                .with_context(|| {
+                    format!(
+                        "attaching {name} to the cgroup v2 root {}",
+                        cgroup_root.display()
+                    )
+                })?;
+        }
+        capabilities.full(capabilities::DNS);
     }
     Ok(DnsMaps {
         pending: HashMap::try_from(take_map(ebpf, "PENDING_DNS")?)?,

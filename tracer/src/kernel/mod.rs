@@ -5,7 +5,9 @@
 //! SIGTERM, a panic that unwinds) detaches everything, and so does the kernel when the process dies
 //! any other way, since the links are file descriptors.
 pub mod btf;
+pub mod capabilities;
 mod cgroup_link;
+mod cgroup_mount;
 pub mod counters;
 pub mod dns;
 pub mod preflight;
@@ -25,18 +27,25 @@ use aya::{
 use tokio::io::unix::AsyncFd;
 use tracer_common::{KernelFilter, SockOffsets};
 
-use self::counters::{Counters, Healthy, SkippedRuns};
+use self::{
+    capabilities::Capabilities,
+    counters::{Counters, Healthy, SkippedRuns},
+};
 
 pub struct KernelSide {
     /// Owns the programs and their links; kept alive for as long as we trace.
     _ebpf: Ebpf,
     /// `connect()` hook links made outside aya (see `cgroup_link.rs`); dropped after `_ebpf`'s links.
     _preorder_links: Vec<std::os::fd::OwnedFd>,
+    /// The cgroup v2 hierarchy the tracer mounted itself, when the node had none; unmounted last.
+    _cgroup_mount: Option<cgroup_mount::CgroupMount>,
     pub ring: AsyncFd<RingBuf<MapData>>,
     pub counters: Counters,
     pub healthy: Healthy,
     pub skipped: SkippedRuns,
     pub dns: dns::DnsMaps,
+    /// What this kernel lets the tracer do.
+    pub capabilities: Capabilities,
 }
 
 /// The compiled kernel programs, built by `build.rs`.
@@ -51,8 +60,32 @@ impl KernelSide {
         dns_hooks: bool,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
-        let (btf_data, cgroup_root) = preflight::check(&paths)?;
-        let sock_offsets = sock_offsets(&btf_data, &paths.btf)?;
+        let (btf_data, mounted_cgroup_root) = preflight::check(&paths)?;
+        let kernel_btf = btf::KernelBtf::parse(&btf_data)
+            .with_context(|| format!("kernel BTF {}", paths.btf.display()))?;
+        let sock_offsets = sock_offsets(&kernel_btf, &paths.btf)?;
+        let mut capabilities = Capabilities::new();
+        let (cgroup_root, cgroup_mount) = match mounted_cgroup_root {
+            Some(root) => {
+                capabilities.full(capabilities::CGROUP_V2);
+                (root, None)
+            }
+            None => {
+                let mount = cgroup_mount::CgroupMount::new().context(
+                    "no cgroup v2 is mounted and mounting one failed: the connect() and DNS hooks \
+                     attach to the cgroup v2 root",
+                )?;
+                capabilities.degraded(
+                    capabilities::CGROUP_V2,
+                    format!(
+                        "no cgroup v2 mounted (cgroup v1 only): the tracer mounted one at {} for its \
+                         hooks, removed at exit; processes' cgroup paths (src_cgroup) are not known",
+                        mount.path().display()
+                    ),
+                );
+                (mount.path().to_path_buf(), Some(mount))
+            }
+        };
         let btf = Btf::parse(&btf_data, Endianness::default())
             .with_context(|| format!("parsing kernel BTF {}", paths.btf.display()))?;
         let dns_config = dns::config(dns_slow_reply);
@@ -81,7 +114,33 @@ impl KernelSide {
                 &cgroup_root,
             )?);
         }
-        for (tracepoint, name) in preflight::TRACEPOINTS {
+        if preorder_links.is_empty() {
+            capabilities.degraded(
+                capabilities::DIALLED_BEFORE_SOCKET_LB,
+                "no BPF_F_PREORDER (Linux 6.15+): a socket-level load balancer attached below the \
+                 root cgroup rewrites a Service address before the tracer's connect() hook sees it, \
+                 so its connects name the backend, not the Service",
+            );
+        } else {
+            capabilities.full(capabilities::DIALLED_BEFORE_SOCKET_LB);
+        }
+        let error_report = kernel_btf
+            .first_missing_tracepoint(&["inet_sk_error_report"])
+            .is_none();
+        if error_report {
+            capabilities.full(capabilities::CONNECT_ERRORS);
+        } else {
+            capabilities.degraded(
+                capabilities::CONNECT_ERRORS,
+                "no tracepoint inet_sk_error_report: the errno of a failed connect is read when its \
+                 socket closes, so one whose close the kernel skipped (a nested program run) is \
+                 counted in dropped.end_unseen instead of reported",
+            );
+        }
+        for (tracepoint, name, _) in preflight::TRACEPOINTS {
+            if kernel_btf.first_missing_tracepoint(&[tracepoint]).is_some() {
+                continue; // optional (preflight stopped at a missing required one): said above
+            }
             let program: &mut BtfTracePoint = ebpf
                 .program_mut(name)
                 .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
@@ -94,7 +153,8 @@ impl KernelSide {
                 .with_context(|| format!("attaching {name} to tracepoint {tracepoint}"))?;
         }
 
-        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks)?;
+        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks, &mut capabilities)?;
+        dns::refused_capability(&mut capabilities, error_report);
 
         let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
@@ -110,22 +170,34 @@ impl KernelSide {
                 .map(|fd| fd.as_fd().as_raw_fd())
                 .collect(),
         );
+        if skipped.counted_by_kernel() {
+            capabilities.full(capabilities::SKIPPED_RUNS_COUNTED);
+        } else {
+            capabilities.degraded(
+                capabilities::SKIPPED_RUNS_COUNTED,
+                "no recursion_misses in program fdinfo (Linux 5.12+): program runs the kernel \
+                 skips are not counted in dropped.skipped_program_runs",
+            );
+        }
         Ok(KernelSide {
             _ebpf: ebpf,
             _preorder_links: preorder_links,
+            _cgroup_mount: cgroup_mount,
             ring,
             counters,
             healthy,
             skipped,
             dns,
+            capabilities,
         })
     }
 }
 
 /// `struct sock` field offsets of the running kernel, from its BTF.
-fn sock_offsets(data: &[u8], btf_path: &std::path::Path) -> anyhow::Result<SockOffsets> {
-    let kernel_btf = btf::KernelBtf::parse(data)
-        .with_context(|| format!("kernel BTF {}", btf_path.display()))?;
+fn sock_offsets(
+    kernel_btf: &btf::KernelBtf<'_>,
+    btf_path: &std::path::Path,
+) -> anyhow::Result<SockOffsets> {
     let offset = |strukt, member| {
         kernel_btf
             .member_offset(strukt, member)
@@ -155,7 +227,13 @@ fn sock_offsets(data: &[u8], btf_path: &std::path::Path) -> anyhow::Result<SockO
         skb_cb: offset("sk_buff", "cb")?,
         exterr_ee: offset("sock_exterr_skb", "ee")?,
         tcp_rcv_nxt: offset("tcp_sock", "rcv_nxt")?,
-        _pad: 0,
+        skc_net: offset("sock_common", "skc_net")?,
+        net_inum: offset("net", "ns")? + offset("ns_common", "inum")?,
+        task_tgid: offset("task_struct", "tgid")?,
+        task_pid: offset("task_struct", "pid")?,
+        task_comm: offset("task_struct", "comm")?,
+        sk_err_soft: offset("sock", "sk_err_soft")?,
+        _pad: [0; 3],
     })
 }
 

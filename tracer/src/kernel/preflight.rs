@@ -16,7 +16,7 @@ pub enum PreflightError {
     NoBtf(PathBuf),
     #[error(
         "this kernel has no tracepoint {0} for BTF-typed programs (no btf_trace_{0} in its BTF): \
-         the tracer needs it to follow connects"
+         the tracer needs it to follow connects, so nothing can be traced"
     )]
     MissingTracepoint(String),
     #[error("kernel BTF {path}: {message}")]
@@ -45,13 +45,15 @@ impl Paths {
 
 /// Tracepoints the kernel side attaches `tp_btf` programs to. Their programs read the `TP_PROTO`
 /// arguments (a `struct sock *` first) and the socket at BTF offsets, not the formatted record.
-/// (tracepoint, program).
-pub const TRACEPOINTS: [(&str, &str); 5] = [
-    ("inet_sock_set_state", "inet_sock_set_state"),
-    ("tcp_retransmit_skb", "tcp_retransmit_skb"),
-    ("tcp_receive_reset", "tcp_receive_reset"),
-    ("inet_sk_error_report", "inet_sk_error_report"),
-    ("tcp_destroy_sock", "tcp_destroy_sock"),
+/// (tracepoint, program, required). Without a required one nothing can be traced; an optional one
+/// missing costs a capability (`capabilities.rs`).
+pub const TRACEPOINTS: [(&str, &str, bool); 5] = [
+    ("inet_sock_set_state", "inet_sock_set_state", true),
+    ("tcp_retransmit_skb", "tcp_retransmit_skb", true),
+    ("tcp_receive_reset", "tcp_receive_reset", true),
+    // Not in 5.10: the errno is then read when the socket closes.
+    ("inet_sk_error_report", "inet_sk_error_report", false),
+    ("tcp_destroy_sock", "tcp_destroy_sock", true),
 ];
 
 /// The program whose skipped (nested) runs the kernel side accounts for itself: each is harmless,
@@ -59,13 +61,18 @@ pub const TRACEPOINTS: [(&str, &str); 5] = [
 /// `tracer-ebpf/src/inet_sock_set_state.rs`. Its skipped runs are not counted again as drops.
 pub const SKIPS_ACCOUNTED: &str = "inet_sock_set_state";
 
-/// Checks privileges, BTF and tracepoints; returns the kernel's BTF and the cgroup v2 root.
-pub fn check(paths: &Paths) -> Result<(Vec<u8>, PathBuf), PreflightError> {
+/// Checks privileges, BTF and tracepoints; returns the kernel's BTF and the cgroup v2 root, if one
+/// is mounted (`cgroup_mount.rs` mounts one otherwise).
+pub fn check(paths: &Paths) -> Result<(Vec<u8>, Option<PathBuf>), PreflightError> {
     check_capabilities()?;
     let Ok(btf) = fs::read(&paths.btf) else {
         return Err(PreflightError::NoBtf(paths.btf.clone()));
     };
-    let names: Vec<&str> = TRACEPOINTS.iter().map(|(tp, _)| *tp).collect();
+    let names: Vec<&str> = TRACEPOINTS
+        .iter()
+        .filter(|(_, _, required)| *required)
+        .map(|(tp, _, _)| *tp)
+        .collect();
     let parsed = super::btf::KernelBtf::parse(&btf).map_err(|e| PreflightError::BadBtf {
         path: paths.btf.clone(),
         message: e.to_string(),
@@ -73,7 +80,7 @@ pub fn check(paths: &Paths) -> Result<(Vec<u8>, PathBuf), PreflightError> {
     if let Some(missing) = parsed.first_missing_tracepoint(&names) {
         return Err(PreflightError::MissingTracepoint(missing.into()));
     }
-    Ok((btf, cgroup2_root()?))
+    Ok((btf, cgroup2_root().ok()))
 }
 
 fn check_capabilities() -> Result<(), PreflightError> {

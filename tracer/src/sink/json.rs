@@ -6,7 +6,7 @@
 //!   `unreachable` (`cause`: `host` | `network`), `timed_out`, `abandoned`, `failed` (`cause`: errno, or
 //!   `no_syn` when `connect()` failed before any SYN left and a route exists).
 //!   `src`, `dst`, `dialed` (the address the app passed to `connect()`, when it differs), `syns`,
-//!   `syn_sent_ms`, `errno`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`, `flow` (id shared
+//!   `syn_sent_ms`, `errno`, `pid`, `tid`, `comm`, `cgroup_id`, `netns`, `netns_inode`, `flow` (id shared
 //!   by an attempt's live updates and its end), `explanation` (one sentence).
 //!   Identity fields, each present only when known (`identity/fields.rs`):
 //!   - source: `src_pod`, `src_namespace`, `src_owner` (`Deployment/web`), `src_container` (12 hex),
@@ -21,18 +21,18 @@
 //!   - with `--cluster-state`, `--kubeconfig` or `--in-cluster`: `identity_source` (`file` | `api`),
 //!     `identity_age_s`, and `identity_stale: true` while the API is unreachable.
 //! - `healthy`: per destination and process, connects answered on the first SYN since the last such
-//!   record: `verdict: "established"`, `dst`, `pid`, `comm`, `cgroup_id`, `netns`, `netns_cookie`,
+//!   record: `verdict: "established"`, `dst`, `pid`, `comm`, `cgroup_id`, `netns`, `netns_inode`,
 //!   `established`, `mean_syn_sent_ms`, and the source and destination identity fields.
 //! - `dns`: a UDP DNS query that needs attention: `verdict` `unanswered` | `refused` | `error`
 //!   (`rcode`) | `slow`; `name`, `qtype` (null when the question did not parse), `id`, `server`,
 //!   `dialed`, `service` and `backend` (load balancing seen), `client`, `pid`, `tid`, `comm`,
-//!   `cgroup_id`, `netns`, `netns_cookie`, `socket_cookie`,
+//!   `cgroup_id`, `netns`, `netns_inode`, `socket_cookie`,
 //!   `latency_ms` (answered) or `waited_ms`, `explanation`; with cluster state, `cluster_verdict`
 //!   (`DNS server is no live pod`) and `cluster_explanation` for unanswered and refused queries.
 //! - `dns_healthy`: per server and namespace, fast NOERROR replies since the last such record:
-//!   `server`, `netns`, `netns_cookie`, `answered`, `mean_latency_ms`.
+//!   `server`, `netns`, `netns_inode`, `answered`, `mean_latency_ms`.
 //! - `dns_stuck_socket`: a socket whose last N queries to one server went unanswered while other
-//!   sockets got answers from it or its Service: `pid`, `comm`, `netns`, `netns_cookie`,
+//!   sockets got answers from it or its Service: `pid`, `comm`, `netns`, `netns_inode`,
 //!   `socket_cookie`, `client`, `server`, `service`, `since`, `lost`, `others_answered`,
 //!   `explanation`.
 //! - `connect` records to port 53 carry `"dns": true` (DNS over TCP).
@@ -44,12 +44,19 @@
 //!   `stuck_sockets`, `malformed`}, `conntrack` {`destroy_events` (`auto` | `always` | `never`),
 //!   `destroy_events_subscribed`, `refused_before_subscription` (refused connects whose conntrack
 //!   entry was gone before destroy events were followed: a Service backend behind them is not
-//!   named)}; written periodically and once at exit with `final: true`.
+//!   named)}; written periodically and once at exit with `final: true`. The first and the final
+//!   record also carry `kernel` {`release`, `capabilities`: by name (`cgroup_v2`, `connect_errors`,
+//!   `dialled_before_socket_lb`, `dns`, `dns_refused`, `skipped_runs_counted`), each
+//!   {`state`: `full` | `degraded` | `off`, `reason` (what is missing, what it costs; not when
+//!   full)}}.
+//!
+//! `netns_inode` is the namespace's nsfs inode number (`ls -l /proc/PID/ns/net`, `lsns`); recordings
+//! made before it replaced the netns cookie name it `netns_cookie`, and replay reads both.
 //!
 //! Example:
 //! ```text
-//! {"schema":1,"kind":"connect","time":"2026-11-30T16:40:02.118Z","verdict":"abandoned","final":true,"src":"10.231.1.1:40522","dst":"10.231.1.2:9","syns":3,"syn_sent_ms":3002,"pid":4242,"tid":4250,"comm":"curl","cgroup_id":1234,"netns":"tb-c","netns_cookie":4097,"flow":"ffff8881-2f3a","explanation":"The application gave up after 3.0s and 3 SYNs with no answer from 10.231.1.2:9: ..."}
-//! {"schema":1,"kind":"connect","time":"2026-11-30T16:40:03.001Z","verdict":"refused","cause":"rst","final":true,"src":"10.244.131.21:40522","dst":"10.244.154.32:8080","syns":1,"syn_sent_ms":0,"errno":"ECONNREFUSED","pid":4242,"tid":4242,"comm":"curl","cgroup_id":77,"netns":"cni-3f2a","netns_cookie":4097,"flow":"f-1","explanation":"10.244.154.32:8080 answered with a RST: ...","src_pod":"web-1","src_namespace":"app","src_owner":"Deployment/web","dst_pod":"worker-2","dst_namespace":"app","dst_owner":"Deployment/worker","dst_node":"node-b","dst_ready":true,"dst_service":"app/webhooks","dst_endpoint_of":["app/webhooks"],"cluster_verdict":"endpoint does not listen","cluster_explanation":"Refused by pod app/worker-2 (Deployment worker), a Ready endpoint of Service app/webhooks: selector app=webhooks also matches worker-2, which declares no port 8080.","identity_source":"file","identity_age_s":12}
+//! {"schema":1,"kind":"connect","time":"2026-11-30T16:40:02.118Z","verdict":"abandoned","final":true,"src":"10.231.1.1:40522","dst":"10.231.1.2:9","syns":3,"syn_sent_ms":3002,"pid":4242,"tid":4250,"comm":"curl","cgroup_id":1234,"netns":"tb-c","netns_inode":4097,"flow":"ffff8881-2f3a","explanation":"The application gave up after 3.0s and 3 SYNs with no answer from 10.231.1.2:9: ..."}
+//! {"schema":1,"kind":"connect","time":"2026-11-30T16:40:03.001Z","verdict":"refused","cause":"rst","final":true,"src":"10.244.131.21:40522","dst":"10.244.154.32:8080","syns":1,"syn_sent_ms":0,"errno":"ECONNREFUSED","pid":4242,"tid":4242,"comm":"curl","cgroup_id":77,"netns":"cni-3f2a","netns_inode":4097,"flow":"f-1","explanation":"10.244.154.32:8080 answered with a RST: ...","src_pod":"web-1","src_namespace":"app","src_owner":"Deployment/web","dst_pod":"worker-2","dst_namespace":"app","dst_owner":"Deployment/worker","dst_node":"node-b","dst_ready":true,"dst_service":"app/webhooks","dst_endpoint_of":["app/webhooks"],"cluster_verdict":"endpoint does not listen","cluster_explanation":"Refused by pod app/worker-2 (Deployment worker), a Ready endpoint of Service app/webhooks: selector app=webhooks also matches worker-2, which declares no port 8080.","identity_source":"file","identity_age_s":12}
 //! ```
 use std::io::{self, Write};
 
@@ -88,7 +95,7 @@ mod tests {
 
     #[test]
     fn identity_fields_are_flat_optional_and_round_trip() {
-        let text = r#"{"schema":1,"kind":"connect","time":"t","verdict":"refused","cause":"rst","final":true,"src":"10.244.131.21:40522","dst":"10.244.154.32:8080","syns":1,"syn_sent_ms":0,"pid":1,"tid":1,"comm":"curl","cgroup_id":77,"netns":"n","netns_cookie":2,"flow":"f","explanation":"e","src_pod":"web-1","src_namespace":"app","dst_pod":"worker-2","dst_ready":true,"dst_service":"app/webhooks","dst_endpoint_of":["app/webhooks"],"cluster_verdict":"endpoint does not listen","cluster_explanation":"Refused by pod app/worker-2.","identity_source":"api","identity_age_s":42,"identity_stale":true}"#;
+        let text = r#"{"schema":1,"kind":"connect","time":"t","verdict":"refused","cause":"rst","final":true,"src":"10.244.131.21:40522","dst":"10.244.154.32:8080","syns":1,"syn_sent_ms":0,"pid":1,"tid":1,"comm":"curl","cgroup_id":77,"netns":"n","netns_inode":2,"flow":"f","explanation":"e","src_pod":"web-1","src_namespace":"app","dst_pod":"worker-2","dst_ready":true,"dst_service":"app/webhooks","dst_endpoint_of":["app/webhooks"],"cluster_verdict":"endpoint does not listen","cluster_explanation":"Refused by pod app/worker-2.","identity_source":"api","identity_age_s":42,"identity_stale":true}"#;
         let line: Line = serde_json::from_str(text).expect("parse");
         let Record::Connect(c) = &line.record else {
             panic!("a connect record")
@@ -102,7 +109,7 @@ mod tests {
 
     #[test]
     fn records_without_names_carry_no_identity_keys() {
-        let line = r#"{"schema":1,"kind":"connect","time":"t","verdict":"abandoned","final":true,"src":"a","dst":"b","syns":3,"syn_sent_ms":3002,"pid":1,"tid":1,"comm":"c","cgroup_id":1,"netns":"n","netns_cookie":2,"flow":"f","explanation":"e"}"#;
+        let line = r#"{"schema":1,"kind":"connect","time":"t","verdict":"abandoned","final":true,"src":"a","dst":"b","syns":3,"syn_sent_ms":3002,"pid":1,"tid":1,"comm":"c","cgroup_id":1,"netns":"n","netns_inode":2,"flow":"f","explanation":"e"}"#;
         let c: Line = serde_json::from_str(line).expect("parse");
         let Record::Connect(ConnectRecord { identity, .. }) = &c.record else {
             panic!("connect")

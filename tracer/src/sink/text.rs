@@ -182,7 +182,7 @@ mod tests {
             comm: "curl".into(),
             cgroup_id: 77,
             netns: "cni-3f2a".into(),
-            netns_cookie: 4097,
+            netns_inode: 4097,
             flow: "f-1".into(),
             explanation: "10.244.154.32:8080 answered with a RST: the host is up but nothing listens on that port.".into(),
             identity: Identity {

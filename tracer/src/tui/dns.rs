@@ -75,7 +75,7 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "time": "2026-11-30T16:00:00Z", "verdict": verdict, "name": "web.test", "qtype": "A",
             "id": 1, "server": server, "client": "10.0.0.1:40000", "pid": 1, "tid": 1,
-            "comm": "nginx", "cgroup_id": 1, "netns": "ns", "netns_cookie": 1,
+            "comm": "nginx", "cgroup_id": 1, "netns": "ns", "netns_inode": 1,
             "socket_cookie": 7, "explanation": "x"
         }))
         .expect("a dns record")

@@ -227,6 +227,42 @@ fn summary_says_when_refusals_came_before_destroy_events_were_followed() {
     );
 }
 
+#[test]
+fn the_header_names_the_capabilities_this_kernel_degrades() {
+    let mut s = state_of(DEAD_BACKEND);
+    let text = |s: &mut State| -> String {
+        let t = render(s, 160, 24);
+        t.backend()
+            .buffer()
+            .content()
+            .iter()
+            .map(ratatui::buffer::Cell::symbol)
+            .collect()
+    };
+    assert!(!text(&mut s).contains("DEGRADED"));
+    let mut kernel = crate::record::KernelInfo {
+        release: "5.10.0-32-amd64".into(),
+        ..crate::record::KernelInfo::default()
+    };
+    kernel
+        .capabilities
+        .insert("dns".into(), crate::record::Capability::Full);
+    kernel.capabilities.insert(
+        "dns_refused".into(),
+        crate::record::Capability::Degraded {
+            reason: "no tracepoint inet_sk_error_report".into(),
+        },
+    );
+    s.apply(Record::Stats(crate::record::StatsRecord {
+        kernel: Some(kernel),
+        ..crate::record::StatsRecord::default()
+    }));
+    // A later record without the kernel object keeps what the first one said.
+    s.apply(Record::Stats(crate::record::StatsRecord::default()));
+    let screen = text(&mut s);
+    assert!(screen.contains("DEGRADED dns_refused"), "{screen}");
+}
+
 fn options() -> Options {
     Options {
         clock: Clock::Records,
@@ -328,12 +364,12 @@ async fn a_key_is_answered_while_records_pour_in() {
 
 /// Incident 004's shape: nginx's resolver socket glued to a deleted CoreDNS pod. Its queries are lost
 /// while other sockets get answers from the live CoreDNS pod.
-const GLUED_RESOLVER: &str = r#"{"schema":1,"kind":"dns_healthy","time":"2026-11-30T16:00:01.000Z","server":"10.96.0.10:53","netns":"cni-ng1","netns_cookie":5,"answered":40,"mean_latency_ms":0.4}
-{"schema":1,"kind":"dns","time":"2026-11-30T16:00:02.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":11,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
-{"schema":1,"kind":"dns","time":"2026-11-30T16:00:03.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":12,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
-{"schema":1,"kind":"dns","time":"2026-11-30T16:00:04.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":13,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
-{"schema":1,"kind":"dns_stuck_socket","time":"2026-11-30T16:00:04.000Z","pid":3131,"comm":"nginx","netns":"cni-ng1","netns_cookie":5,"socket_cookie":77,"client":"10.244.0.5:41000","server":"10.244.1.66:53","service":"10.96.0.10:53","since":"2026-11-30T16:00:02.000Z","lost":3,"others_answered":40,"explanation":"x"}
-{"schema":1,"kind":"dns","time":"2026-11-30T16:00:05.000Z","verdict":"slow","name":"web.app.svc.cluster.local","qtype":"A","id":14,"server":"10.96.0.10:53","client":"10.244.0.9:42000","pid":4000,"tid":4000,"comm":"curl","cgroup_id":10,"netns":"cni-c2","netns_cookie":6,"socket_cookie":78,"rcode":"NOERROR","latency_ms":700,"explanation":"x"}
+const GLUED_RESOLVER: &str = r#"{"schema":1,"kind":"dns_healthy","time":"2026-11-30T16:00:01.000Z","server":"10.96.0.10:53","netns":"cni-ng1","netns_inode":5,"answered":40,"mean_latency_ms":0.4}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:02.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":11,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_inode":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:03.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":12,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_inode":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:04.000Z","verdict":"unanswered","name":"auth.app.svc.cluster.local","qtype":"A","id":13,"server":"10.96.0.10:53","service":"10.96.0.10:53","backend":"10.244.1.66:53","client":"10.244.0.5:41000","pid":3131,"tid":3131,"comm":"nginx","cgroup_id":9,"netns":"cni-ng1","netns_inode":5,"socket_cookie":77,"waited_ms":2000,"explanation":"x"}
+{"schema":1,"kind":"dns_stuck_socket","time":"2026-11-30T16:00:04.000Z","pid":3131,"comm":"nginx","netns":"cni-ng1","netns_inode":5,"socket_cookie":77,"client":"10.244.0.5:41000","server":"10.244.1.66:53","service":"10.96.0.10:53","since":"2026-11-30T16:00:02.000Z","lost":3,"others_answered":40,"explanation":"x"}
+{"schema":1,"kind":"dns","time":"2026-11-30T16:00:05.000Z","verdict":"slow","name":"web.app.svc.cluster.local","qtype":"A","id":14,"server":"10.96.0.10:53","client":"10.244.0.9:42000","pid":4000,"tid":4000,"comm":"curl","cgroup_id":10,"netns":"cni-c2","netns_inode":6,"socket_cookie":78,"rcode":"NOERROR","latency_ms":700,"explanation":"x"}
 "#;
 
 #[test]

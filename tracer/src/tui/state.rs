@@ -234,6 +234,8 @@ pub struct Model {
     dns: DnsModel,
     /// Where names come from (`file`, `api`) and how fresh they are, from the latest record.
     identity: Option<(String, u64, bool)>,
+    /// The kernel and its capabilities, from the first stats record that carried them.
+    kernel: Option<crate::record::KernelInfo>,
 }
 
 impl Model {
@@ -251,6 +253,7 @@ impl Model {
             bad_times: 0,
             dns: DnsModel::default(),
             identity: None,
+            kernel: None,
         }
     }
 
@@ -296,6 +299,14 @@ impl Model {
 
     pub fn dns(&self) -> &DnsModel {
         &self.dns
+    }
+
+    /// Capabilities the running kernel does not give in full (empty when all are full or unknown).
+    pub fn degraded_capabilities(&self) -> Vec<&str> {
+        self.kernel
+            .as_ref()
+            .map(crate::record::KernelInfo::degraded)
+            .unwrap_or_default()
     }
 
     /// Source of names, their age in seconds, and whether they are stale.
@@ -418,6 +429,9 @@ impl Model {
             }
         }
         self.stats_time = Some(t);
+        if s.kernel.is_some() {
+            self.kernel.clone_from(&s.kernel);
+        }
         self.stats = Some(s);
     }
 
@@ -990,7 +1004,7 @@ mod tests {
             comm: "curl".into(),
             cgroup_id: 1,
             netns: "ns".into(),
-            netns_cookie: 1,
+            netns_inode: 1,
             flow: flow.into(),
             explanation: format!("{verdict} to {dst}"),
             identity: crate::identity::Identity::default(),

@@ -154,6 +154,7 @@ impl Widget for Header<'_> {
                 short_duration(model.uptime())
             )),
             Span::styled(dropped_text, dropped_style),
+            degraded_span(model),
             names_span(model),
             Span::raw(format!("  {}", state.origin)),
         ]);
@@ -178,6 +179,19 @@ impl Widget for Header<'_> {
         }
         Text::from(vec![first, Line::from(counts)]).render(area, buf);
     }
+}
+
+/// `  DEGRADED dns_refused`: capabilities this kernel does not give in full (the reasons are in the
+/// stats record and on the tracer's stderr).
+fn degraded_span(model: &Model) -> Span<'static> {
+    let degraded = model.degraded_capabilities();
+    if degraded.is_empty() {
+        return Span::raw("");
+    }
+    Span::styled(
+        format!("  DEGRADED {}", degraded.join(", ")),
+        Style::new().fg(Color::Black).bg(Color::Yellow),
+    )
 }
 
 /// `  names file 12s`: where pod and Service names come from and how old they are; red when stale.
