@@ -401,3 +401,17 @@ fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
         .any(|e| e.file_name().to_string_lossy().starts_with("tracer-cgroup2-"));
     assert!(!leftover, "the tracer's cgroup2 folder is removed at exit");
 }
+
+#[test]
+fn a_cgroup_root_that_is_not_cgroup2_is_one_sentence() {
+    let (code, stderr) = run_to_exit(
+        &["trace", "--duration", "1", "--cgroup-root", "/proc"],
+        &[],
+        &[],
+    );
+    assert_clean_failure(
+        code,
+        &stderr,
+        "--cgroup-root /proc: not a cgroup v2 filesystem (mount -t cgroup2)",
+    );
+}

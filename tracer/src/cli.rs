@@ -100,6 +100,15 @@ pub struct PipelineArgs {
     /// Like --kubeconfig, with the service account of the pod the tracer runs in.
     #[arg(long)]
     pub in_cluster: bool,
+    /// The cgroup v2 root the `connect()` and DNS hooks attach to (default: the cgroup2 mount in
+    /// /proc/mounts). In a container give the node's, mounted from the host: the container's own
+    /// /sys/fs/cgroup shows only its own cgroup.
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_root: Option<PathBuf>,
+    /// This node's name, in every stats record (a `DaemonSet` sets `NODE_NAME` from the downward
+    /// API).
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -109,6 +109,7 @@ async fn trace(
         args.pipeline.max_attempts,
         args.pipeline.dns_slow,
         !args.pipeline.no_dns,
+        args.pipeline.cgroup_root.as_deref(),
     )?;
     for warning in kernel.capabilities.warnings() {
         eprintln!("{warning}");
@@ -141,6 +142,7 @@ async fn trace(
         reported_drops: 0,
         conntrack_failed: false,
         stats_written: 0,
+        node: args.pipeline.node_name.clone(),
     };
     eprintln!(
         "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
@@ -270,6 +272,8 @@ struct Pipeline {
     conntrack_failed: bool,
     /// The first and the final stats records carry the kernel's capabilities.
     stats_written: u64,
+    /// `--node-name`, in every stats record.
+    node: Option<String>,
 }
 
 /// How often the ring buffer is read without being woken: the kernel side wakes the reader only
@@ -298,6 +302,16 @@ impl Pipeline {
     /// lost.
     fn write_counts(&mut self, kernel: &mut KernelSide, sink: &mut dyn Sink) -> io::Result<()> {
         let stages = &mut self.stages;
+        // The DNS counts are read from the kernel on the DNS tick; read them now, or the replies
+        // since the last tick would be missing from the final counts.
+        for record in stages.dns.tick(
+            &mut kernel.dns,
+            monotonic_now_ns(),
+            &mut stages.enricher,
+            &stages.filter,
+        ) {
+            sink.write(&record)?;
+        }
         for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
             sink.write(&record)?;
         }
@@ -415,6 +429,7 @@ impl Pipeline {
                 refused_before_subscription: destroyed.refused_before_subscription,
             },
             kernel: with_kernel.then(|| kernel.capabilities.info()),
+            node: self.node.clone(),
             is_final,
         }
     }
@@ -441,10 +456,11 @@ async fn identities(args: &PipelineArgs) -> anyhow::Result<Identities> {
     } else {
         None
     };
-    Ok(Identities::new(
-        crate::kernel::preflight::cgroup2_root().ok(),
-        cluster,
-    ))
+    let cgroup_root = match &args.cgroup_root {
+        Some(root) => Some(crate::kernel::preflight::check_cgroup_root(root)?),
+        None => crate::kernel::preflight::cgroup2_root().ok(),
+    };
+    Ok(Identities::new(cgroup_root, cluster))
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -273,6 +273,9 @@ pub struct StatsRecord {
     pub dns: DnsStats,
     #[serde(default)]
     pub conntrack: ConntrackStats,
+    /// `--node-name` (a `DaemonSet`'s downward API), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The running kernel and what the tracer can do on it: on the first and the final record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelInfo>,

@@ -59,14 +59,13 @@ impl Capabilities {
         self.states
             .iter()
             .filter_map(|(name, c)| match c {
-                Capability::Full => None,
                 Capability::Degraded { reason } => {
                     Some(format!("tracer: degraded on kernel {}: {name}: {reason}", self.release))
                 }
                 Capability::Off { reason } if !reason.starts_with("--no-dns") => {
                     Some(format!("tracer: off on kernel {}: {name}: {reason}", self.release))
                 }
-                Capability::Off { .. } => None,
+                Capability::Full | Capability::Off { .. } => None,
             })
             .collect()
     }
@@ -82,8 +81,7 @@ impl Capabilities {
 /// `uname -r`.
 fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+        .map_or_else(|_| "unknown".into(), |s| s.trim().to_string())
 }
 
 #[cfg(test)]

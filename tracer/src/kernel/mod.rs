@@ -58,34 +58,18 @@ impl KernelSide {
         max_attempts: u32,
         dns_slow_reply: std::time::Duration,
         dns_hooks: bool,
+        cgroup_root: Option<&std::path::Path>,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let (btf_data, mounted_cgroup_root) = preflight::check(&paths)?;
+        let given_cgroup_root = cgroup_root.map(preflight::check_cgroup_root).transpose()?;
+        raise_memlock_limit();
         let kernel_btf = btf::KernelBtf::parse(&btf_data)
             .with_context(|| format!("kernel BTF {}", paths.btf.display()))?;
         let sock_offsets = sock_offsets(&kernel_btf, &paths.btf)?;
         let mut capabilities = Capabilities::new();
-        let (cgroup_root, cgroup_mount) = match mounted_cgroup_root {
-            Some(root) => {
-                capabilities.full(capabilities::CGROUP_V2);
-                (root, None)
-            }
-            None => {
-                let mount = cgroup_mount::CgroupMount::new().context(
-                    "no cgroup v2 is mounted and mounting one failed: the connect() and DNS hooks \
-                     attach to the cgroup v2 root",
-                )?;
-                capabilities.degraded(
-                    capabilities::CGROUP_V2,
-                    format!(
-                        "no cgroup v2 mounted (cgroup v1 only): the tracer mounted one at {} for its \
-                         hooks, removed at exit; processes' cgroup paths (src_cgroup) are not known",
-                        mount.path().display()
-                    ),
-                );
-                (mount.path().to_path_buf(), Some(mount))
-            }
-        };
+        let (cgroup_root, cgroup_mount) =
+            cgroup_root_or_mount(given_cgroup_root.or(mounted_cgroup_root), &mut capabilities)?;
         let btf = Btf::parse(&btf_data, Endianness::default())
             .with_context(|| format!("parsing kernel BTF {}", paths.btf.display()))?;
         let dns_config = dns::config(dns_slow_reply);
@@ -101,58 +85,9 @@ impl KernelSide {
         // connect() hooks first: attempts that start after this know their namespace.
         let cgroup = File::open(&cgroup_root)
             .with_context(|| format!("opening the cgroup v2 root {}", cgroup_root.display()))?;
-        let mut preorder_links = Vec::new();
-        for (name, attach_type) in [
-            ("connect4", cgroup_link::BPF_CGROUP_INET4_CONNECT),
-            ("connect6", cgroup_link::BPF_CGROUP_INET6_CONNECT),
-        ] {
-            preorder_links.extend(attach_cgroup(
-                &mut ebpf,
-                name,
-                attach_type,
-                &cgroup,
-                &cgroup_root,
-            )?);
-        }
-        if preorder_links.is_empty() {
-            capabilities.degraded(
-                capabilities::DIALLED_BEFORE_SOCKET_LB,
-                "no BPF_F_PREORDER (Linux 6.15+): a socket-level load balancer attached below the \
-                 root cgroup rewrites a Service address before the tracer's connect() hook sees it, \
-                 so its connects name the backend, not the Service",
-            );
-        } else {
-            capabilities.full(capabilities::DIALLED_BEFORE_SOCKET_LB);
-        }
-        let error_report = kernel_btf
-            .first_missing_tracepoint(&["inet_sk_error_report"])
-            .is_none();
-        if error_report {
-            capabilities.full(capabilities::CONNECT_ERRORS);
-        } else {
-            capabilities.degraded(
-                capabilities::CONNECT_ERRORS,
-                "no tracepoint inet_sk_error_report: the errno of a failed connect is read when its \
-                 socket closes, so one whose close the kernel skipped (a nested program run) is \
-                 counted in dropped.end_unseen instead of reported",
-            );
-        }
-        for (tracepoint, name, _) in preflight::TRACEPOINTS {
-            if kernel_btf.first_missing_tracepoint(&[tracepoint]).is_some() {
-                continue; // optional (preflight stopped at a missing required one): said above
-            }
-            let program: &mut BtfTracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
-                .try_into()?;
-            program
-                .load(tracepoint, &btf)
-                .map_err(|e| load_error(name, e))?;
-            program
-                .attach()
-                .with_context(|| format!("attaching {name} to tracepoint {tracepoint}"))?;
-        }
-
+        let preorder_links =
+            attach_connect_hooks(&mut ebpf, &cgroup, &cgroup_root, &mut capabilities)?;
+        let error_report = attach_tracepoints(&mut ebpf, &kernel_btf, &btf, &mut capabilities)?;
         let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks, &mut capabilities)?;
         dns::refused_capability(&mut capabilities, error_report);
 
@@ -191,6 +126,104 @@ impl KernelSide {
             capabilities,
         })
     }
+}
+
+/// The cgroup v2 root to attach to: the one given or mounted, else one the tracer mounts itself.
+fn cgroup_root_or_mount(
+    root: Option<PathBuf>,
+    capabilities: &mut Capabilities,
+) -> anyhow::Result<(PathBuf, Option<cgroup_mount::CgroupMount>)> {
+    if let Some(root) = root {
+        capabilities.full(capabilities::CGROUP_V2);
+        return Ok((root, None));
+    }
+    let mount = cgroup_mount::CgroupMount::new().context(
+        "no cgroup v2 is mounted and mounting one failed: the connect() and DNS hooks attach to \
+         the cgroup v2 root",
+    )?;
+    capabilities.degraded(
+        capabilities::CGROUP_V2,
+        format!(
+            "no cgroup v2 mounted (cgroup v1 only): the tracer mounted one at {} for its hooks, \
+             removed at exit; processes' cgroup paths (src_cgroup) are not known",
+            mount.path().display()
+        ),
+    );
+    Ok((mount.path().to_path_buf(), Some(mount)))
+}
+
+/// The `connect()` hooks, first in order where the kernel allows it; returns those links.
+fn attach_connect_hooks(
+    ebpf: &mut Ebpf,
+    cgroup: &File,
+    cgroup_root: &std::path::Path,
+    capabilities: &mut Capabilities,
+) -> anyhow::Result<Vec<std::os::fd::OwnedFd>> {
+    let mut preorder_links = Vec::new();
+    for (name, attach_type) in [
+        ("connect4", cgroup_link::BPF_CGROUP_INET4_CONNECT),
+        ("connect6", cgroup_link::BPF_CGROUP_INET6_CONNECT),
+    ] {
+        preorder_links.extend(attach_cgroup(ebpf, name, attach_type, cgroup, cgroup_root)?);
+    }
+    if preorder_links.is_empty() {
+        capabilities.degraded(
+            capabilities::DIALLED_BEFORE_SOCKET_LB,
+            "no BPF_F_PREORDER (Linux 6.15+): a socket-level load balancer attached below the root \
+             cgroup rewrites a Service address before the tracer's connect() hook sees it, so its \
+             connects name the backend, not the Service",
+        );
+    } else {
+        capabilities.full(capabilities::DIALLED_BEFORE_SOCKET_LB);
+    }
+    Ok(preorder_links)
+}
+
+/// The `tp_btf` programs; returns whether the optional error-report tracepoint is there.
+fn attach_tracepoints(
+    ebpf: &mut Ebpf,
+    kernel_btf: &btf::KernelBtf<'_>,
+    btf: &Btf,
+    capabilities: &mut Capabilities,
+) -> anyhow::Result<bool> {
+    let has = |tracepoint| kernel_btf.first_missing_tracepoint(&[tracepoint]).is_none();
+    let error_report = has("inet_sk_error_report");
+    if error_report {
+        capabilities.full(capabilities::CONNECT_ERRORS);
+    } else {
+        capabilities.degraded(
+            capabilities::CONNECT_ERRORS,
+            "no tracepoint inet_sk_error_report: the errno of a failed connect is read when its \
+             socket closes, so one whose close the kernel skipped (a nested program run) is \
+             counted in dropped.end_unseen instead of reported",
+        );
+    }
+    // A missing one is optional here: preflight stopped at a missing required one.
+    for (tracepoint, name, _) in preflight::TRACEPOINTS.into_iter().filter(|t| has(t.0)) {
+        let program: &mut BtfTracePoint = ebpf
+            .program_mut(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
+            .try_into()?;
+        program
+            .load(tracepoint, btf)
+            .map_err(|e| load_error(name, e))?;
+        program
+            .attach()
+            .with_context(|| format!("attaching {name} to tracepoint {tracepoint}"))?;
+    }
+    Ok(error_report)
+}
+
+/// Before 5.11 the kernel charges BPF maps to `RLIMIT_MEMLOCK` (64 KiB by default on many systems),
+/// so a load fails with EPERM. Raised as far as allowed; later kernels charge the memory cgroup and
+/// ignore it, so a refusal (no `CAP_SYS_RESOURCE`) is not an error here.
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit(2) reads the struct we pass.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const unlimited) };
 }
 
 /// `struct sock` field offsets of the running kernel, from its BTF.

@@ -44,7 +44,8 @@
 //!   `stuck_sockets`, `malformed`}, `conntrack` {`destroy_events` (`auto` | `always` | `never`),
 //!   `destroy_events_subscribed`, `refused_before_subscription` (refused connects whose conntrack
 //!   entry was gone before destroy events were followed: a Service backend behind them is not
-//!   named)}; written periodically and once at exit with `final: true`. The first and the final
+//!   named)}, `node` (with `--node-name`); written periodically and once at exit with
+//!   `final: true`. The first and the final
 //!   record also carry `kernel` {`release`, `capabilities`: by name (`cgroup_v2`, `connect_errors`,
 //!   `dialled_before_socket_lb`, `dns`, `dns_refused`, `skipped_runs_counted`), each
 //!   {`state`: `full` | `degraded` | `off`, `reason` (what is missing, what it costs; not when

@@ -3,6 +3,7 @@
 //! points at the same archive as the system's sources: the archive drops old patch releases, and
 //! the system's own sources stay untouched.
 use std::{
+    fmt::Write as _,
     path::{Path, PathBuf},
     process::Command,
 };
@@ -96,9 +97,9 @@ pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
     suites.dedup();
     let mut sources = String::new();
     for suite in suites {
-        sources.push_str(&format!("deb {uri} {suite} main\n"));
+        let _ = writeln!(sources, "deb {uri} {suite} main");
         if let Some(security) = &security {
-            sources.push_str(&format!("deb {security} {suite}-security main\n"));
+            let _ = writeln!(sources, "deb {security} {suite}-security main");
         }
     }
     std::fs::write(dir.join("sources.list"), sources)?;

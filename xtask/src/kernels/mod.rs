@@ -97,7 +97,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
 ];
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Default)]
 pub struct KernelsArgs {
     /// Only these kernels: `host`, or a series (`5.10`, `6.1`, `6.12`). Repeatable; all by default.
     #[arg(long = "kernel", value_name = "KERNEL")]

@@ -45,8 +45,7 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         .unwrap_or_default();
     let fatal = text
         .lines()
-        .filter_map(|l| l.strip_prefix("KM-FATAL "))
-        .next()
+        .find_map(|l| l.strip_prefix("KM-FATAL "))
         .map(str::to_string);
     Outcome {
         release,

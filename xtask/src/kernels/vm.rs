@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use super::{SCENARIOS, debian::Kernel, initramfs, report};
 
 /// A VM that has not powered off by then is stopped and its scenarios count as failed.
-const VM_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+const VM_TIMEOUT: Duration = Duration::from_mins(20);
 const GUEST_INIT: &str = include_str!("guest_init.sh");
 
 /// The commands that run the scenarios and print what `report` parses: the kernel release, the
@@ -154,7 +154,10 @@ pub fn run_in_vm(
         outcome.release.clone_from(&kernel.release);
     }
     if timed_out {
-        outcome.note = Some(format!("the VM did not power off within {} s", VM_TIMEOUT.as_secs()));
+        outcome.note = Some(format!(
+            "the VM did not power off within {} s",
+            VM_TIMEOUT.as_secs()
+        ));
     }
     Ok(outcome)
 }
