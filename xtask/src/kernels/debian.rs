@@ -58,10 +58,11 @@ fn apt(dir: &Path, tool: &str) -> Command {
 fn archive_uri(suffix: &str) -> Option<String> {
     let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
     if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
-        files.extend(dir.flatten().map(|e| e.path()).filter(|p| {
-            p.extension()
-                .is_some_and(|e| e == "sources" || e == "list")
-        }));
+        files.extend(
+            dir.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "sources" || e == "list")),
+        );
     }
     for file in files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
@@ -108,7 +109,10 @@ pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("xtask: the Debian archive did not answer; using the kernels cached in {}", cache_dir().display());
+        eprintln!(
+            "xtask: the Debian archive did not answer; using the kernels cached in {}",
+            cache_dir().display()
+        );
     }
     Ok(ok)
 }
@@ -124,7 +128,12 @@ fn newest_package(series: &Series) -> anyhow::Result<String> {
         .filter(|name| !name.contains("-rt-") && !name.contains("-cloud-"))
         .max_by_key(|name| version_numbers(name))
         .map(str::to_string)
-        .with_context(|| format!("no linux-image-{}.* package in {}", series.name, series.suite))
+        .with_context(|| {
+            format!(
+                "no linux-image-{}.* package in {}",
+                series.name, series.suite
+            )
+        })
 }
 
 /// The numbers in a package name, in order: `6.1.0-57` sorts below `6.1.0-58`, `6.12.115` below
@@ -164,7 +173,10 @@ pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
             })
             .max_by_key(|p| version_numbers(&p.to_string_lossy()))
             .with_context(|| {
-                format!("no cached kernel {} and the archive is unreachable", series.name)
+                format!(
+                    "no cached kernel {} and the archive is unreachable",
+                    series.name
+                )
             })?,
     };
     let release = std::fs::read_dir(unpacked.join("lib/modules"))?

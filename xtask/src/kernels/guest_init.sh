@@ -16,6 +16,6 @@ mount -t tmpfs tmpfs /upper
 mkdir -p /upper/data /upper/work
 mount -t overlay overlay -o lowerdir=/host,upperdir=/upper/data,workdir=/upper/work /newroot \
   || echo "KM-FATAL overlay mount failed"
-cp /bin/busybox /newroot/.km-busybox
-cp /stage2.sh /newroot/.km-stage2.sh
-exec switch_root /newroot /bin/sh /.km-stage2.sh
+mkdir -p /newroot/.km && cp /bin/busybox /newroot/.km/busybox
+cp /stage2.sh /newroot/.km/stage2.sh
+exec switch_root /newroot /bin/sh /.km/stage2.sh

@@ -56,7 +56,10 @@ pub fn build(kernel: &Kernel, init: &str, stage2: &str, out: &Path) -> anyhow::R
     let order = module_order(&kernel.modules)?;
     let mut names = Vec::new();
     for (name, path) in &order {
-        std::fs::write(staging.join(format!("modules/{name}.ko")), module_bytes(path)?)?;
+        std::fs::write(
+            staging.join(format!("modules/{name}.ko")),
+            module_bytes(path)?,
+        )?;
         names.push(name.as_str());
     }
     std::fs::write(staging.join("modules/order"), names.join("\n") + "\n")?;
@@ -95,10 +98,7 @@ fn write_executable(path: &Path, text: &str) -> anyhow::Result<()> {
 fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(dir)?.flatten() {
         let path = entry.path();
-        out.push(format!(
-            "./{}",
-            path.strip_prefix(root)?.to_string_lossy()
-        ));
+        out.push(format!("./{}", path.strip_prefix(root)?.to_string_lossy()));
         if entry.file_type()?.is_dir() {
             list_files(root, &path, out)?;
         }

@@ -14,7 +14,6 @@ use anyhow::{Context as _, bail};
 
 use crate::{run::workspace_root, shell::cargo};
 
-
 /// The series production nodes run.
 const SERIES: &[debian::Series] = &[
     debian::Series {

@@ -47,11 +47,13 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         .lines()
         .find_map(|l| l.strip_prefix("KM-FATAL "))
         .map(str::to_string);
+    let unfinished = (!text.contains("KM-DONE"))
+        .then(|| "the scenarios did not run to their end (see the log)".to_string());
     Outcome {
         release,
         passed,
         capabilities,
-        note: fatal,
+        note: fatal.or(unfinished),
         log,
     }
 }

@@ -18,7 +18,10 @@ const GUEST_INIT: &str = include_str!("guest_init.sh");
 /// tracer's first stats record (its `kernel` capabilities), each test binary's output.
 fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    let _ = writeln!(
+        s,
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    );
     let _ = writeln!(s, "export TRACER_BIN='{}'", tracer.display());
     let _ = writeln!(s, "echo \"KM-KERNEL $(uname -r)\"");
     let _ = writeln!(
@@ -73,7 +76,9 @@ pub fn run_on_host(
     Ok(outcome)
 }
 
-/// Stage 2 of the guest: mounts a node has, then the scenarios, then power off.
+/// Stage 2 of the guest: mounts a node has, then the scenarios, then power off. The root is the
+/// host's under a writable overlay, so nothing is mounted over a folder that may hold the work tree
+/// (a CI clone under /tmp); `/run` starts empty, as on a booted node.
 fn stage2(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
     let mounts = "\
 mount -t proc proc /proc
@@ -81,7 +86,6 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 mount --make-rshared /
@@ -89,7 +93,7 @@ ip link set lo up
 hostname kernel-matrix
 ";
     format!(
-        "#!/bin/sh\n{mounts}{}\nsync\n/.km-busybox poweroff -f\n",
+        "#!/bin/sh\n{mounts}{}\nsync\n/.km/busybox poweroff -f\n",
         scenario_script(root, tracer, binaries)
     )
 }
@@ -98,7 +102,8 @@ hostname kernel-matrix
 /// virtualisation), else TCG (a paravirtual `/dev/kvm` such as `kvm_pvm` hangs them).
 fn accel_args() -> Vec<&'static str> {
     let real_kvm = Path::new("/dev/kvm").exists()
-        && (Path::new("/sys/module/kvm_intel").exists() || Path::new("/sys/module/kvm_amd").exists());
+        && (Path::new("/sys/module/kvm_intel").exists()
+            || Path::new("/sys/module/kvm_amd").exists());
     if real_kvm {
         vec!["-accel", "kvm", "-cpu", "host"]
     } else {
@@ -118,7 +123,15 @@ pub fn run_in_vm(
     let log = work.join(format!("{}.log", kernel.release));
     let mut qemu = Command::new("qemu-system-x86_64")
         .args(accel_args())
-        .args(["-m", "2048", "-smp", "2", "-nographic", "-no-reboot", "-nodefaults"])
+        .args([
+            "-m",
+            "2048",
+            "-smp",
+            "2",
+            "-nographic",
+            "-no-reboot",
+            "-nodefaults",
+        ])
         .args(["-serial", "stdio", "-monitor", "none"])
         .arg("-kernel")
         .arg(&kernel.vmlinuz)
