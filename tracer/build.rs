@@ -8,6 +8,7 @@ const EBPF_TOOLCHAIN: &str = "nightly-2026-05-20";
 
 fn main() -> anyhow::Result<()> {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")?;
+    git_commit(&manifest_dir);
     let ebpf_dir = format!("{manifest_dir}/../tracer-ebpf");
     println!("cargo:rerun-if-changed={manifest_dir}/../tracer-common/src");
     aya_build::build_ebpf(
@@ -18,4 +19,37 @@ fn main() -> anyhow::Result<()> {
         }],
         aya_build::Toolchain::Custom(EBPF_TOOLCHAIN),
     )
+}
+
+/// `TRACER_GIT_COMMIT` for `tracer --version`: the commit built, `-dirty` with uncommitted changes,
+/// `unknown` outside a git checkout (a source tarball).
+fn git_commit(manifest_dir: &str) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-C", manifest_dir])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).map_or_else(
+        || "unknown".to_string(),
+        |commit| {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{commit}-dirty")
+            } else {
+                commit
+            }
+        },
+    );
+    println!("cargo:rustc-env=TRACER_GIT_COMMIT={commit}");
+    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
+        println!("cargo:rerun-if-changed={manifest_dir}/{head}");
+    }
+    if let Some(index) = git(&["rev-parse", "--git-path", "index"]) {
+        println!("cargo:rerun-if-changed={manifest_dir}/{index}");
+    }
 }

@@ -202,7 +202,11 @@ fn dns_server_that_rejects_with_icmp_gives_refused() {
     );
     let (_, seen, _) = tracer.stop();
     assert!(dns_records(&seen, not).is_empty(), "{seen:?}");
-    let stats = seen.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let stats = seen
+        .iter()
+        .rev()
+        .find(|v| v["kind"] == "stats")
+        .expect("final stats");
     let state = &stats["kernel"]["capabilities"]["dns_refused"]["state"];
     assert_eq!(*state, if full { "full" } else { "degraded" }, "{stats}");
 }

@@ -282,7 +282,11 @@ fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
         // 6.15 either state is right, with its reason when degraded.
         (
             "dialled_before_socket_lb",
-            if version >= (6, 15) { "full" } else { "full or degraded" },
+            if version >= (6, 15) {
+                "full"
+            } else {
+                "full or degraded"
+            },
         ),
         ("dns", "full"),
         ("dns_refused", full_if(error_report)),
@@ -292,18 +296,28 @@ fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
 
 fn assert_kernel_object(stats: &Value, expected: &[(&str, &str)], stderr: &str) {
     let kernel = &stats["kernel"];
-    assert_eq!(kernel["release"], kernel_facts::release().as_str(), "{stats}");
+    assert_eq!(
+        kernel["release"],
+        kernel_facts::release().as_str(),
+        "{stats}"
+    );
     let capabilities = kernel["capabilities"].as_object().expect("capabilities");
     assert_eq!(capabilities.len(), expected.len(), "{stats}");
     for (name, state) in expected {
         let c = &capabilities[*name];
         let got = c["state"].as_str().expect("a state");
-        assert!(state.split(" or ").any(|s| s == got), "{name}: {state}: {stats}");
+        assert!(
+            state.split(" or ").any(|s| s == got),
+            "{name}: {state}: {stats}"
+        );
         if got == "full" {
             assert!(c.get("reason").is_none(), "{name}: {stats}");
         } else {
             let reason = c["reason"].as_str().expect("a reason");
-            assert!(reason.len() > 20, "{name}: a reason that says something: {stats}");
+            assert!(
+                reason.len() > 20,
+                "{name}: a reason that says something: {stats}"
+            );
             if !reason.starts_with("--no-dns") && !reason.starts_with("DNS is off") {
                 assert!(
                     stderr.contains(&format!("{name}: {reason}")),
@@ -326,7 +340,11 @@ fn the_kernel_object_lists_every_capability_in_the_first_and_final_stats() {
     });
     let (_, seen, stderr) = tracer.stop();
     assert_kernel_object(&first, &expected, &stderr);
-    let last = seen.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let last = seen
+        .iter()
+        .rev()
+        .find(|v| v["kind"] == "stats")
+        .expect("final stats");
     assert_eq!(last["final"], true, "{last}");
     assert_kernel_object(last, &expected, &stderr);
     let degraded = first["kernel"]["capabilities"]
@@ -344,7 +362,11 @@ fn the_kernel_object_lists_every_capability_in_the_first_and_final_stats() {
     // --no-dns is the user's choice: DNS off with that reason, nothing said as a degradation.
     let tracer = Tracer::start(&["--no-dns"]);
     let (_, seen, _) = tracer.stop();
-    let last = seen.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let last = seen
+        .iter()
+        .rev()
+        .find(|v| v["kind"] == "stats")
+        .expect("final stats");
     let capabilities = &last["kernel"]["capabilities"];
     assert_eq!(capabilities["dns"]["state"], "off", "{last}");
     assert_eq!(capabilities["dns"]["reason"], "--no-dns", "{last}");
@@ -389,16 +411,27 @@ fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
             && v["comm"] == "tc-nocg2"),
         "the refused connect is traced: {stdout}\n{stderr}"
     );
-    let last = records.iter().rev().find(|v| v["kind"] == "stats").expect("final stats");
+    let last = records
+        .iter()
+        .rev()
+        .find(|v| v["kind"] == "stats")
+        .expect("final stats");
     let cgroup = &last["kernel"]["capabilities"]["cgroup_v2"];
     assert_eq!(cgroup["state"], "degraded", "{last}");
     let reason = cgroup["reason"].as_str().expect("reason");
-    assert!(reason.contains("mounted one at /run/tracer-cgroup2-"), "{reason}");
-    assert!(stderr.contains("cgroup_v2: no cgroup v2 mounted"), "{stderr}");
-    let leftover = std::fs::read_dir("/run")
-        .expect("/run")
-        .flatten()
-        .any(|e| e.file_name().to_string_lossy().starts_with("tracer-cgroup2-"));
+    assert!(
+        reason.contains("mounted one at /run/tracer-cgroup2-"),
+        "{reason}"
+    );
+    assert!(
+        stderr.contains("cgroup_v2: no cgroup v2 mounted"),
+        "{stderr}"
+    );
+    let leftover = std::fs::read_dir("/run").expect("/run").flatten().any(|e| {
+        e.file_name()
+            .to_string_lossy()
+            .starts_with("tracer-cgroup2-")
+    });
     assert!(!leftover, "the tracer's cgroup2 folder is removed at exit");
 }
 

@@ -12,7 +12,9 @@
 //!
 //! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
 //! connected yet, not for the repeated `connect()` calls that poll a non-blocking one.
-use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::cgroup_sock_addr, programs::SockAddrContext};
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid, macros::cgroup_sock_addr, programs::SockAddrContext,
+};
 use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
 
 use crate::{

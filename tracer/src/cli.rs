@@ -8,7 +8,7 @@ use crate::filter::Cidr;
 #[derive(Debug, Parser)]
 #[command(
     name = "tracer",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TRACER_GIT_COMMIT"), ")"),
     about = "Names the black holes on this node: TCP connects that nobody answers, refused, unreachable.",
     long_about = None
 )]
@@ -27,6 +27,10 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Print the ranked table of a recorded JSON-lines file as plain text, for a ticket.
     Summary(SummaryArgs),
+    /// A black hole to look at: builds a small cluster in network namespaces of its own (a dead
+    /// backend, a refusing port, a Service without endpoints, a dead DNS pod), drives traffic
+    /// through it and traces it; removes it all at exit (needs root).
+    Demo(DemoArgs),
     /// Userspace pipeline throughput on synthetic records (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchPipeline(crate::bench_pipeline::BenchPipelineArgs),
@@ -147,6 +151,26 @@ impl TuiArgs {
             stats_interval: self.stats_interval,
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// How to show it.
+    #[arg(long, value_enum, default_value_t = DemoFormat::Tui)]
+    pub format: DemoFormat,
+    /// Stop after this long (default: until Ctrl-C, SIGTERM or `q`).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DemoFormat {
+    /// The live terminal UI.
+    Tui,
+    /// Like `tracer trace`.
+    Text,
+    /// JSON lines.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

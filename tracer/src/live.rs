@@ -312,7 +312,10 @@ impl Pipeline {
         ) {
             sink.write(&record)?;
         }
-        for record in stages.dns.healthy_records(&mut stages.enricher, &stages.filter) {
+        for record in stages
+            .dns
+            .healthy_records(&mut stages.enricher, &stages.filter)
+        {
             sink.write(&record)?;
         }
         for record in self.healthy_records(kernel) {

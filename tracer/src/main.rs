@@ -10,6 +10,7 @@
 //! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
 //! `dns/` follows UDP DNS queries (unanswered, refused, slow, stuck sockets).
+//! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
 //! benchmark of the stages above (`cargo xtask bench`).
 mod bench_pipeline;
@@ -17,10 +18,12 @@ mod cli;
 mod clock;
 mod conntrack;
 mod decode;
+mod demo;
 mod dns;
 mod enrich;
 mod filter;
 mod flows;
+mod fs_type;
 mod identity;
 mod kernel;
 mod live;
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
         cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
         cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
+        cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
         cli::Command::BenchPipeline(_) => Ok(()),
     };
     match result {

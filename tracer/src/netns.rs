@@ -9,7 +9,7 @@
 use std::{
     fs::File,
     io,
-    os::{fd::AsRawFd, unix::fs::MetadataExt as _},
+    os::{fd::AsRawFd as _, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -18,8 +18,6 @@ use hashbrown::HashMap;
 
 /// Where `ip netns add` puts named namespaces.
 pub const NAMED_NETNS_DIR: &str = "/run/netns";
-/// `NSFS_MAGIC`: the filesystem of namespace files.
-const NSFS_MAGIC: i64 = 0x6e73_6673;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
@@ -31,7 +29,9 @@ pub enum NetnsError {
     Enter { path: PathBuf, source: io::Error },
     #[error("cannot read network namespace {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
-    #[error("{path} is not a network namespace (a namespace file is /run/netns/NAME or /proc/PID/ns/net)")]
+    #[error(
+        "{path} is not a network namespace (a namespace file is /run/netns/NAME or /proc/PID/ns/net)"
+    )]
     NotANamespace { path: PathBuf },
 }
 
@@ -59,27 +59,14 @@ pub fn resolve(spec: &str) -> Result<Netns, NetnsError> {
 
 /// The inode number of the namespace file at `path`, checked to be a namespace.
 pub fn inode_of(path: &Path) -> Result<u64, NetnsError> {
-    let file = File::open(path).map_err(|source| NetnsError::Read {
+    let read = |source| NetnsError::Read {
         path: path.into(),
         source,
-    })?;
-    // SAFETY: fstatfs writes into `stat`, which we own; the fd is open.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &raw mut stat) } != 0 {
-        return Err(NetnsError::Read {
-            path: path.into(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    if stat.f_type != NSFS_MAGIC {
+    };
+    if crate::fs_type::magic(path).map_err(read)? != crate::fs_type::NSFS_MAGIC {
         return Err(NetnsError::NotANamespace { path: path.into() });
     }
-    file.metadata()
-        .map(|m| m.ino())
-        .map_err(|source| NetnsError::Read {
-            path: path.into(),
-            source,
-        })
+    std::fs::metadata(path).map(|m| m.ino()).map_err(read)
 }
 
 /// The namespace the calling thread is in.
@@ -194,7 +181,10 @@ mod tests {
     #[test]
     fn a_regular_file_is_not_a_namespace() {
         let err = resolve("/proc/self/status").expect_err("a regular file");
-        assert!(err.to_string().contains("is not a network namespace"), "{err}");
+        assert!(
+            err.to_string().contains("is not a network namespace"),
+            "{err}"
+        );
     }
 
     #[test]

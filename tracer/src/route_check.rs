@@ -60,8 +60,7 @@ fn lookup(netns_inode: u64, pid: u32, tid: u32, dst: SocketAddr) -> i32 {
     let paths = candidates(pid, tid);
     std::thread::spawn(move || {
         for path in paths {
-            if netns::enter(&path).is_ok()
-                && netns::current_inode().is_ok_and(|c| c == netns_inode)
+            if netns::enter(&path).is_ok() && netns::current_inode().is_ok_and(|c| c == netns_inode)
             {
                 return route_errno(dst);
             }

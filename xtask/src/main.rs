@@ -3,12 +3,15 @@
 //!   bpf-linker against that nightly's LLVM, Debian packages the tests use). Quick when present.
 //! - `run -- ARGS`: setup, release build, run the tracer with ARGS.
 //! - `test`: setup, unit tests, then the root-only integration tests against the real kernel.
+//! - `dist`: the static binary users copy onto a node; `image`: an OCI image of it.
 //! - `kernels [--kernel K]`: the kernel matrix alone: the real-kernel scenarios on the host and in
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
 //! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
 mod bench;
 mod clippy;
+mod dist;
+mod image;
 mod kernels;
 mod run;
 mod setup;
@@ -38,6 +41,10 @@ enum Command {
         /// Only integration tests whose name contains this.
         filter: Option<String>,
     },
+    /// A statically linked tracer (musl, eBPF object embedded) in target/dist/.
+    Dist(dist::DistArgs),
+    /// An OCI image of the static tracer, built offline, saved as an OCI archive in target/dist/.
+    Image,
     /// The kernel matrix: the real-kernel scenarios on the host and in qemu VMs booting Debian's
     /// 5.10, 6.1 and 6.12 kernels, with kernel × scenario and kernel × capability tables (root).
     Kernels(kernels::KernelsArgs),
@@ -56,6 +63,8 @@ fn main() -> anyhow::Result<()> {
         Command::Setup => setup::all(),
         Command::Run { args } => run::run(&args),
         Command::Test { filter } => test::all(filter.as_deref()),
+        Command::Dist(args) => dist::run_dist(&args),
+        Command::Image => image::run_image(),
         Command::Kernels(args) => test::kernels(&args),
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),

@@ -30,6 +30,10 @@ const TEST_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "busybox-static",
     "xz-utils",
+    // `cargo xtask dist` (musl-gcc for ring's C) and `cargo xtask image` (an OCI image, offline).
+    "musl-tools",
+    "umoci",
+    "skopeo",
 ];
 
 pub fn all() -> anyhow::Result<()> {
@@ -117,6 +121,16 @@ fn bpf_linker() -> anyhow::Result<()> {
             "--locked",
         ])
         .args(["--no-default-features", "--features", LLVM_FEATURE]))
+}
+
+/// The Rust standard library for `target` (a musl target for the static binary).
+pub fn musl_target(target: &str) -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))?;
+    if installed.lines().any(|l| l.trim() == target) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the Rust target {target}");
+    run(Command::new("rustup").args(["target", "add", target]))
 }
 
 /// `apt-get install` of the packages not yet installed.

@@ -1,14 +1,10 @@
 //! `cargo xtask test`: every test. Unit tests first (no root needed), then the integration tests in
 //! `tests/`, which load the real programs as root and make real connections in network namespaces
-//! they create, then the kernel matrix (the same scenarios on Debian's 5.10, 6.1 and 6.12 kernels in
+//! they create, with the static binary and the image `dist` and `image` build, then the kernel matrix (the same scenarios on Debian's 5.10, 6.1 and 6.12 kernels in
 //! VMs). Integration tests run one at a time: each attaches to the same root cgroup and
 //! tracepoints, and timing assertions (SYN retransmits 1 s apart) want a quiet machine.
-use std::path::PathBuf;
-
 use crate::{
-    kernels,
-    run::workspace_root,
-    setup,
+    dist, image, kernels, setup,
     shell::{cargo, run},
 };
 
@@ -24,9 +20,12 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
             "tracer-ebpf",
         ]))?;
     }
-    let tracer = release_tracer()?;
+    // The file users download, tested as it is: the static binary, and the image around it.
+    let tracer = dist::build(dist::DEFAULT_TARGET)?;
+    let image = image::build(&tracer)?;
     let mut cmd = cargo();
     cmd.env("TRACER_BIN", &tracer)
+        .env("TRACER_IMAGE", &image)
         .args(["test", "--package", "tests", "--", "--test-threads=1"]);
     if let Some(filter) = filter {
         cmd.arg(filter);
@@ -42,10 +41,5 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
 /// `cargo xtask kernels`: the matrix alone.
 pub fn kernels(args: &kernels::KernelsArgs) -> anyhow::Result<()> {
     setup::all()?;
-    kernels::run(args, &release_tracer()?)
-}
-
-fn release_tracer() -> anyhow::Result<PathBuf> {
-    run(cargo().args(["build", "--release", "--package", "tracer"]))?;
-    Ok(workspace_root()?.join("target/release/tracer"))
+    kernels::run(args, &dist::build(dist::DEFAULT_TARGET)?)
 }

@@ -59,12 +59,14 @@ impl Capabilities {
         self.states
             .iter()
             .filter_map(|(name, c)| match c {
-                Capability::Degraded { reason } => {
-                    Some(format!("tracer: degraded on kernel {}: {name}: {reason}", self.release))
-                }
-                Capability::Off { reason } if !reason.starts_with("--no-dns") => {
-                    Some(format!("tracer: off on kernel {}: {name}: {reason}", self.release))
-                }
+                Capability::Degraded { reason } => Some(format!(
+                    "tracer: degraded on kernel {}: {name}: {reason}",
+                    self.release
+                )),
+                Capability::Off { reason } if !reason.starts_with("--no-dns") => Some(format!(
+                    "tracer: off on kernel {}: {name}: {reason}",
+                    self.release
+                )),
                 Capability::Full | Capability::Off { .. } => None,
             })
             .collect()
@@ -92,11 +94,17 @@ mod tests {
     fn warnings_name_each_capability_that_is_not_full_once() {
         let mut c = Capabilities::new();
         c.full(CONNECT_ERRORS);
-        c.degraded(DNS_REFUSED, "no tracepoint X: refused queries read as unanswered");
+        c.degraded(
+            DNS_REFUSED,
+            "no tracepoint X: refused queries read as unanswered",
+        );
         c.off(DNS, "--no-dns");
         let warnings = c.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("dns_refused: no tracepoint X"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("dns_refused: no tracepoint X"),
+            "{warnings:?}"
+        );
         let info = c.info();
         assert_eq!(info.degraded(), vec![DNS, DNS_REFUSED]);
         let json = serde_json::to_string(&info.capabilities).expect("serialize");

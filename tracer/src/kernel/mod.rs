@@ -88,7 +88,13 @@ impl KernelSide {
         let preorder_links =
             attach_connect_hooks(&mut ebpf, &cgroup, &cgroup_root, &mut capabilities)?;
         let error_report = attach_tracepoints(&mut ebpf, &kernel_btf, &btf, &mut capabilities)?;
-        let dns = dns::attach(&mut ebpf, &cgroup, &cgroup_root, dns_hooks, &mut capabilities)?;
+        let dns = dns::attach(
+            &mut ebpf,
+            &cgroup,
+            &cgroup_root,
+            dns_hooks,
+            &mut capabilities,
+        )?;
         dns::refused_capability(&mut capabilities, error_report);
 
         let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;

@@ -114,19 +114,12 @@ fn check_capabilities() -> Result<(), PreflightError> {
 
 /// `--cgroup-root`: a directory on a cgroup v2 filesystem.
 pub fn check_cgroup_root(path: &std::path::Path) -> Result<PathBuf, PreflightError> {
-    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
     let bad = |why: String| PreflightError::BadCgroupRoot(path.into(), why);
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| bad("a NUL in the path".into()))?;
-    // SAFETY: statfs(2) writes into `stat`, which we own; `c_path` is NUL-terminated.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c_path.as_ptr(), &raw mut stat) } != 0 {
-        return Err(bad(std::io::Error::last_os_error().to_string()));
+    match crate::fs_type::magic(path) {
+        Ok(crate::fs_type::CGROUP2_SUPER_MAGIC) => Ok(path.into()),
+        Ok(_) => Err(bad("not a cgroup v2 filesystem (mount -t cgroup2)".into())),
+        Err(e) => Err(bad(e.to_string())),
     }
-    if stat.f_type != CGROUP2_SUPER_MAGIC {
-        return Err(bad("not a cgroup v2 filesystem (mount -t cgroup2)".into()));
-    }
-    Ok(path.into())
 }
 
 /// The cgroup v2 hierarchy root: `/sys/fs/cgroup` on pure v2 nodes, `/sys/fs/cgroup/unified` on hybrid.

@@ -1,0 +1,60 @@
+//! `tracer demo`: a black hole to look at within a minute, on any machine with root. It builds a
+//! small cluster in network namespaces of its own (`bed.rs`: a Service with a live and a dead
+//! backend, a pod that refuses, a Service without endpoints, a dead DNS pod and a resolver socket
+//! glued to it), drives light traffic through it (`traffic.rs`), and traces it like `tracer tui` or
+//! `tracer trace` would on a node. Everything it made is removed when it ends.
+mod bed;
+mod traffic;
+
+use anyhow::bail;
+use clap::Parser as _;
+
+use crate::cli::{Cli, Command, DemoArgs, DemoFormat};
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("the demo builds network namespaces and loads eBPF programs: run it as root");
+    }
+    let format = match args.format {
+        // The TUI takes the records from the pipeline, not from a format.
+        DemoFormat::Tui | DemoFormat::Json => "json",
+        DemoFormat::Text => "text",
+    };
+    let mut command_line = vec![
+        "tracer".to_string(),
+        "trace".into(),
+        format!("--netns={}", bed::CLIENT_NS),
+        format!("--conntrack-netns={}", bed::CLIENT_NS),
+        format!("--format={format}"),
+        "--stats-interval=2".into(),
+        "--dns-timeout=1".into(),
+    ];
+    if let Some(duration) = args.duration {
+        command_line.push(format!("--duration={}", duration.as_secs_f64()));
+    }
+    let Command::Trace(trace) = Cli::try_parse_from(&command_line)?.command else {
+        bail!("the demo's own tracer arguments did not parse");
+    };
+    let bed = bed::Bed::create()?;
+    let traffic = traffic::Traffic::start()?;
+    eprintln!(
+        "tracer: demo: Services 10.96.0.10 (one dead backend), 10.96.0.20 (no endpoints), DNS \
+         10.96.0.53 (a resolver socket glued to a dead pod) in namespaces {} and {}; removed at exit",
+        bed::CLIENT_NS,
+        bed::PODS_NS
+    );
+    let result = match args.format {
+        DemoFormat::Tui => {
+            crate::tui::live(crate::cli::TuiArgs {
+                pipeline: trace.pipeline,
+                stats_interval: std::time::Duration::from_secs(1),
+            })
+            .await
+        }
+        DemoFormat::Text | DemoFormat::Json => crate::live::run(trace).await,
+    };
+    drop(traffic);
+    drop(bed);
+    result
+}
