@@ -160,14 +160,21 @@ fn a_second_demo_is_refused_and_a_dead_ones_leftovers_are_removed() {
         2,
         "a killed demo leaves its namespaces"
     );
-    let out = demo(&["--format", "json", "--duration", "2"])
+    // The next one starts over the leftovers, and SIGTERM ends it cleanly.
+    let third = demo(&["--format", "json", "--duration", "60"])
         .stdout(Stdio::null())
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("third demo");
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(third.id() as libc::pid_t, libc::SIGTERM) };
+    let out = third.wait_with_output().expect("third demo ends");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(!std::path::Path::new("/run/tracer-demo.pid").exists());
     assert!(demo_namespaces().is_empty(), "{:?}", demo_namespaces());
 }

@@ -448,3 +448,59 @@ fn a_cgroup_root_that_is_not_cgroup2_is_one_sentence() {
         "--cgroup-root /proc: not a cgroup v2 filesystem (mount -t cgroup2)",
     );
 }
+
+/// A typo in another option, or a missing privilege, must not wipe yesterday's recording.
+#[test]
+fn an_older_recording_survives_a_start_that_fails() {
+    let dir = std::env::temp_dir().join(format!("tb-output-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let recording = dir.join("yesterday.jsonl");
+    std::fs::write(&recording, "{\"a\":1}\n").expect("write");
+    let path = recording.to_str().expect("utf-8");
+    let (code, stderr) = run_to_exit(
+        &[
+            "trace",
+            "--output",
+            path,
+            "--cluster-state",
+            "/nonexistent/snapshot.json",
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let (code, stderr) = run_to_exit(
+        &["trace", "--output", path, "--duration", "1"],
+        &[],
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--bounding-set=-all",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&recording).expect("read"),
+        "{\"a\":1}\n",
+        "untouched"
+    );
+    let (code, stderr) = run_to_exit(&["trace", "--output", "/", "--duration", "1"], &[], &[]);
+    assert_clean_failure(code, &stderr, "output file / is a directory");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_namespace_that_is_not_one_or_not_readable_is_said_so() {
+    let (code, stderr) = run_to_exit(
+        &["trace", "--duration", "1", "--netns", "/proc/self/status"],
+        &[],
+        &[],
+    );
+    assert_clean_failure(
+        code,
+        &stderr,
+        "/proc/self/status is not a network namespace",
+    );
+}

@@ -352,6 +352,46 @@ fn destination_filters_keep_only_matching_flows() {
     );
 }
 
+/// `--dst` repeated keeps each CIDR given and excludes every other address, end to end.
+#[test]
+fn repeated_destination_filters_keep_each_and_exclude_the_rest() {
+    let bed = TwoHosts::new("flt2");
+    let octets = bed.server_ip.octets();
+    let other = |last: u8| std::net::Ipv4Addr::new(octets[0], octets[1], octets[2], last);
+    let (kept_a, excluded, kept_b) = (bed.server_ip, other(3), other(4));
+    for extra in [excluded, kept_b] {
+        bed.server
+            .exec(&["ip", "addr", "add", &format!("{extra}/24"), "dev", "eth0"]);
+    }
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--dst",
+        &format!("{kept_a}/32"),
+        "--dst",
+        &format!("{kept_b}/32"),
+    ]);
+    let to = |ip| SocketAddr::from(SocketAddrV4::new(ip, 8081));
+    for ip in [excluded, kept_a, kept_b] {
+        let err = connect_from(&bed.client, "tc-flt2", to(ip), Duration::from_secs(3))
+            .expect_err("nothing listens");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+    for ip in [kept_a, kept_b] {
+        tracer.expect("a kept destination", Duration::from_secs(5), |v| {
+            is_connect(v, to(ip), "refused", true)
+        });
+    }
+    tracer.collect_for(Duration::from_millis(1200));
+    let excluded_dst = to(excluded).to_string();
+    let records = tracer.connect_records();
+    assert_eq!(records.len(), 2, "exactly the two kept: {records:?}");
+    assert!(
+        records.iter().all(|r| r["dst"] != excluded_dst.as_str()),
+        "{excluded_dst} excluded: {records:?}"
+    );
+}
+
 /// Many attempts at once from several threads, answered, refused and abandoned: each is counted or
 /// reported exactly once, and afterwards the kernel holds nothing of them. The attempt table is
 /// empty, and so is the count of open attempts per slot in front of it (`OPEN_BY_SLOT`, which lets a

@@ -34,6 +34,9 @@ pub enum Command {
     /// Userspace pipeline throughput on synthetic records (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchPipeline(crate::bench_pipeline::BenchPipelineArgs),
+    /// Load time and memory of the cluster model for a large snapshot (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchClusterModel(crate::bench_cluster_model::BenchClusterModelArgs),
 }
 
 /// What to follow and how: shared by `trace` and `tui`.
@@ -47,7 +50,7 @@ pub struct PipelineArgs {
     #[arg(long = "dst", value_name = "CIDR")]
     pub dst: Vec<Cidr>,
     /// Only this destination port. Repeatable.
-    #[arg(long = "port", value_name = "PORT")]
+    #[arg(long = "port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Vec<u16>,
     /// Network namespace whose conntrack table holds the Service NAT (kube-proxy's): `host` (the
     /// node), an `ip netns` name, a path or `pid:N`.
@@ -220,23 +223,36 @@ pub enum Format {
 }
 
 fn parse_speed(s: &str) -> Result<f64, String> {
+    const MAX_SPEED: f64 = 1_000_000.0;
     let speed: f64 = s
+        .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a number (like 1, 10 or 0.5)"))?;
-    if !(speed >= 0.0 && speed.is_finite()) {
-        return Err(format!(
-            "'{s}' must be 0 (as fast as possible) or a positive number"
-        ));
+    // Below 0.001 a recorded second would last hours, past what the replay's timer takes.
+    if speed == 0.0 || (0.001..=MAX_SPEED).contains(&speed) {
+        Ok(speed)
+    } else {
+        Err(format!(
+            "'{s}' is out of range: give 0 (everything at once) or a speed from 0.001 to {MAX_SPEED}"
+        ))
     }
-    Ok(speed)
 }
+
+/// The longest duration or interval any option takes: a year.
+const MAX_SECONDS: f64 = 366.0 * 24.0 * 3600.0;
+/// The shortest: a microsecond (a zero interval panics the timer; `--dns-slow` is finer than a
+/// millisecond in tests that want every reply slow).
+const MIN_SECONDS: f64 = 0.000_001;
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
+        .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("'{s}' must be a positive number of seconds"));
+    if !(MIN_SECONDS..=MAX_SECONDS).contains(&secs) {
+        return Err(format!(
+            "'{s}' is out of range: give seconds from {MIN_SECONDS} to {MAX_SECONDS} (a year)"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -1,7 +1,6 @@
 //! `tracer trace`: wires the stages for live tracing. ring buffer -> decode -> flows -> enrich ->
 //! filter -> sink, one event loop, events taken in batches.
 use std::{
-    fs::File,
     io::{self, BufWriter, Write},
     time::{Duration, Instant},
 };
@@ -28,7 +27,7 @@ use crate::{
     netns::{self, Netns, NetnsNames},
     pipeline::Stages,
     record::{ConntrackStats, DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
-    sink::{Sink, json::JsonSink, text::TextSink},
+    sink::{Sink, json::JsonSink, output_file::OutputFile, text::TextSink},
 };
 
 /// `host` means the tracer's own namespace (the node's); anything else is resolved like `--netns`.
@@ -50,11 +49,10 @@ enum Stop {
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     let netns = netns_filter(&args.pipeline)?;
+    // Checked now, created at the first record: a failure anywhere in start-up leaves an older
+    // recording at that path untouched.
     let out: Box<dyn Write> = match &args.output {
-        Some(path) => Box::new(
-            File::create(path)
-                .with_context(|| format!("creating output file {}", path.display()))?,
-        ),
+        Some(path) => Box::new(OutputFile::check(path)?),
         None => Box::new(io::stdout().lock()),
     };
     let out = BufWriter::with_capacity(1 << 16, out);
@@ -63,6 +61,18 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         Format::Text => Box::new(TextSink::new(out)),
     };
     trace(args, netns, sink).await
+}
+
+/// The checks that need no kernel object: namespaces, privileges, BTF and tracepoints, the cgroup
+/// root. `tracer tui` runs them before it takes over the terminal.
+pub fn check_before_start(args: &PipelineArgs) -> anyhow::Result<()> {
+    netns_filter(args)?;
+    conntrack_netns_path(&args.conntrack_netns)?;
+    crate::kernel::preflight::check(&crate::kernel::preflight::Paths::from_env())?;
+    if let Some(root) = &args.cgroup_root {
+        crate::kernel::preflight::check_cgroup_root(root)?;
+    }
+    Ok(())
 }
 
 /// The namespace `--netns` names, resolved before anything else is opened.

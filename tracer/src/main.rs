@@ -13,6 +13,7 @@
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
 //! benchmark of the stages above (`cargo xtask bench`).
+mod bench_cluster_model;
 mod bench_pipeline;
 mod cli;
 mod clock;
@@ -29,6 +30,8 @@ mod kernel;
 mod live;
 mod netns;
 mod pipeline;
+#[cfg(test)]
+mod reader_fuzz;
 mod record;
 mod replay;
 mod route_check;
@@ -50,8 +53,39 @@ fn print_stdout(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The command line, or an exit: help and version as clap prints them; a usage error as one line
+/// (which option, what is wrong with its value) and exit status 2.
+fn parse_command_line() -> Result<cli::Cli, ExitCode> {
+    match cli::Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("error: bad command line");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("tracer: error: {first} (see tracer --help)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match parse_command_line() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    if let cli::Command::BenchClusterModel(args) = &cli.command {
+        return match bench_cluster_model::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tracer: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let cli::Command::BenchPipeline(args) = &cli.command {
         return match bench_pipeline::run(args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -77,7 +111,7 @@ fn main() -> ExitCode {
         cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
         cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
         cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
-        cli::Command::BenchPipeline(_) => Ok(()),
+        cli::Command::BenchPipeline(_) | cli::Command::BenchClusterModel(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,12 +27,21 @@ pub enum NetnsError {
     Unknown { spec: String, path: PathBuf },
     #[error("cannot enter network namespace {path}: {source} (needs CAP_SYS_ADMIN)")]
     Enter { path: PathBuf, source: io::Error },
-    #[error("cannot read network namespace {path}: {source}")]
+    #[error("cannot read network namespace {path}: {}", reason(source))]
     Read { path: PathBuf, source: io::Error },
     #[error(
         "{path} is not a network namespace (a namespace file is /run/netns/NAME or /proc/PID/ns/net)"
     )]
     NotANamespace { path: PathBuf },
+}
+
+/// The cause, once, with the hint that helps: root reads every process's namespace.
+fn reason(e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        "permission denied (run the tracer as root)".into()
+    } else {
+        e.to_string()
+    }
 }
 
 /// A namespace the user named, with the inode number the kernel knows it by.
@@ -45,11 +54,16 @@ pub struct Netns {
 /// `host`, `pid:N`, a path, or a name under /run/netns.
 pub fn resolve(spec: &str) -> Result<Netns, NetnsError> {
     let path = spec_path(spec);
-    if !path.exists() {
-        return Err(NetnsError::Unknown {
-            spec: spec.into(),
-            path,
-        });
+    // Not `exists()`: a namespace we may not look at (EACCES) is not a missing one.
+    match path.try_exists() {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(NetnsError::Unknown {
+                spec: spec.into(),
+                path,
+            });
+        }
+        Err(source) => return Err(NetnsError::Read { path, source }),
     }
     Ok(Netns {
         name: spec.into(),

@@ -72,9 +72,10 @@ fn an_unknown_schema_is_an_error_that_says_what_to_do() {
 #[test]
 fn a_negative_speed_is_refused_by_the_cli() {
     let (code, _, err) = run(&["replay", "x.jsonl", "--speed=-1"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "a usage error: {err}");
     assert!(
-        err.contains("must be 0 (as fast as possible) or a positive number"),
+        err.contains("'-1' is out of range: give 0 (everything at once) or a speed from 0.001"),
         "{err}"
     );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
 }

@@ -11,6 +11,7 @@ use crate::{
 pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
     setup::all()?;
     if filter.is_none() {
+        // --include-ignored: a test marked #[ignore] runs anyway; nothing is skipped in silence.
         run(cargo().args([
             "test",
             "--workspace",
@@ -18,6 +19,8 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
             "tests",
             "--exclude",
             "tracer-ebpf",
+            "--",
+            "--include-ignored",
         ]))?;
     }
     // The file users download, tested as it is: the static binary, and the image around it.
@@ -26,7 +29,14 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
     let mut cmd = cargo();
     cmd.env("TRACER_BIN", &tracer)
         .env("TRACER_IMAGE", &image)
-        .args(["test", "--package", "tests", "--", "--test-threads=1"]);
+        .args([
+            "test",
+            "--package",
+            "tests",
+            "--",
+            "--test-threads=1",
+            "--include-ignored",
+        ]);
     if let Some(filter) = filter {
         cmd.arg(filter);
     }

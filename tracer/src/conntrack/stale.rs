@@ -127,10 +127,15 @@ mod tests {
         let t = Instant::now();
         stale.update(t, &[entry(1, false)], "x");
         stale.update(t + Duration::from_secs(1), &[], "x");
+        // Back after going away: a new entry, whose age counts from its return, not from t.
         assert!(
             stale
                 .update(t + Duration::from_secs(6), &[entry(1, false)], "x")
-                .is_empty()
+                .is_empty(),
+            "5 s after t but not after its return"
         );
+        let reported = stale.update(t + Duration::from_secs(12), &[entry(1, false)], "x");
+        assert_eq!(reported.len(), 1, "reported once 5 s past its return");
+        assert_eq!(reported[0].age_s, 6, "{:?}", reported[0]);
     }
 }

@@ -33,7 +33,7 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Query {
     pub key: DnsKey,
     pub pending: PendingDns,

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -479,53 +479,60 @@ impl ClusterState {
     /// Also accepts a single Pod/Service/EndpointSlice/Node object and any
     /// `*List` with `items`. Items of other kinds are ignored.
     pub fn from_kubectl_json(text: &str) -> Result<ClusterState, ClusterError> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let doc: Value = Value::deserialize(&mut de).map_err(ClusterError::Syntax)?;
-        de.end().map_err(ClusterError::Syntax)?;
-
-        let (items, prefix): (Vec<Value>, &str) = match doc {
-            Value::Object(mut map) => match map.remove("items") {
-                Some(Value::Array(items)) => (items, "items"),
-                Some(Value::Null) => (Vec::new(), "items"),
-                Some(other) => {
+        // The document is read as raw slices first and each item is turned into a JSON value only
+        // while it is converted: a 52 MB snapshot never lives in memory as one `Value` tree
+        // (about 16 times the file), only the model it leaves.
+        let doc: &RawValue = serde_json::from_str(text).map_err(ClusterError::Syntax)?;
+        let Ok(top) = serde_json::from_str::<BTreeMap<String, &RawValue>>(doc.get()) else {
+            let value: Value = serde_json::from_str(doc.get()).map_err(ClusterError::Syntax)?;
+            return Err(ClusterError::NotAList(format!(
+                "top-level value is {}, expected an object",
+                json_type(&value)
+            )));
+        };
+        let mut st = ClusterState::default();
+        if let Some(items) = top.get("items") {
+            let items: Vec<&RawValue> = match items.get() {
+                "null" => Vec::new(),
+                raw if raw.starts_with('[') => {
+                    serde_json::from_str(raw).map_err(ClusterError::Syntax)?
+                }
+                raw => {
+                    let value: Value = serde_json::from_str(raw).map_err(ClusterError::Syntax)?;
                     return Err(ClusterError::NotAList(format!(
                         "`items` is {}, expected an array",
-                        json_type(&other)
+                        json_type(&value)
                     )));
                 }
-                None => match map.get("kind").and_then(Value::as_str) {
-                    Some("Pod" | "Service" | "EndpointSlice" | "Node") => {
-                        (vec![Value::Object(map)], "")
-                    }
-                    Some(kind) => {
-                        return Err(ClusterError::NotAList(format!(
-                            "top-level kind `{kind}` has no `items`"
-                        )));
-                    }
-                    None => {
-                        return Err(ClusterError::NotAList(
-                            "top-level object has neither `items` nor `kind`".to_owned(),
-                        ));
-                    }
-                },
-            },
-            other => {
-                return Err(ClusterError::NotAList(format!(
-                    "top-level value is {}, expected an object",
-                    json_type(&other)
-                )));
-            }
-        };
-
-        let mut st = ClusterState::default();
-        for (i, item) in items.iter().enumerate() {
-            let path = if prefix.is_empty() {
-                String::new()
-            } else {
-                format!("{prefix}[{i}]")
             };
-            if let Some(item) = parse_item(item, &path)? {
-                st.push(item);
+            for (i, raw) in items.iter().enumerate() {
+                let item: Value = serde_json::from_str(raw.get()).map_err(ClusterError::Syntax)?;
+                if let Some(item) = parse_item(&item, &format!("items[{i}]"))? {
+                    st.push(item);
+                }
+            }
+        } else {
+            let kind = top
+                .get("kind")
+                .and_then(|k| serde_json::from_str::<String>(k.get()).ok());
+            match kind.as_deref() {
+                Some("Pod" | "Service" | "EndpointSlice" | "Node") => {
+                    let item: Value =
+                        serde_json::from_str(doc.get()).map_err(ClusterError::Syntax)?;
+                    if let Some(item) = parse_item(&item, "")? {
+                        st.push(item);
+                    }
+                }
+                Some(kind) => {
+                    return Err(ClusterError::NotAList(format!(
+                        "top-level kind `{kind}` has no `items`"
+                    )));
+                }
+                None => {
+                    return Err(ClusterError::NotAList(
+                        "top-level object has neither `items` nor `kind`".to_owned(),
+                    ));
+                }
             }
         }
         st.build_indexes();

@@ -26,7 +26,7 @@ pub enum SourceError {
         "the cluster state file {path} is not the output of `kubectl get pods,services,endpointslices,nodes -A -o json`: {error}"
     )]
     Parse { path: PathBuf, error: ClusterError },
-    #[error("cannot read the kubeconfig {path}: {error}")]
+    #[error("cannot read the kubeconfig {path}: {}", first_line(error))]
     Kubeconfig {
         path: PathBuf,
         error: kube::config::KubeconfigError,
@@ -60,6 +60,13 @@ pub enum ClusterSource {
         written: SystemTime,
     },
     Live(LiveCluster),
+}
+
+/// One sentence: the YAML parser's message comes with a multi-line excerpt of the file.
+fn first_line(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.trim().trim_end_matches(':').to_string()
 }
 
 impl ClusterSource {
@@ -192,7 +199,16 @@ mod tests {
         let Err(err) = ClusterSource::from_kubeconfig(&path).await else {
             panic!("must fail")
         };
-        assert!(err.to_string().contains("kubeconfig"), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("cannot read the kubeconfig {}: ", path.display())),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 1, "one sentence: {text}");
+        assert!(
+            text.len() > format!("cannot read the kubeconfig {}: ", path.display()).len() + 10,
+            "the parser's reason follows: {text}"
+        );
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! terminal or disk never stalls the ring-buffer consumer for long.
 pub mod channel;
 pub mod json;
+pub mod output_file;
 pub mod text;
 
 use std::io;

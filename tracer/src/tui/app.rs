@@ -118,7 +118,7 @@ pub fn draw<B: Backend>(terminal: &mut Terminal<B>, state: &mut State) -> Result
 }
 
 /// Puts the row where a person can paste it; returns what happened, for the footer.
-fn copy(json: &str, options: &Options) -> String {
+pub(super) fn copy(json: &str, options: &Options) -> String {
     let mut done = Vec::new();
     if let Some(path) = &options.copy_file {
         match std::fs::write(path, format!("{json}\n")) {

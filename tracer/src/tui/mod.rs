@@ -61,6 +61,8 @@ fn node_name() -> String {
 }
 
 pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
+    // What can be refused is refused before the terminal is taken over, in one plain line.
+    live::check_before_start(&args.pipeline)?;
     let (tx, mut records) = mpsc::channel(CHANNEL_CAPACITY);
     let dropped = Arc::new(AtomicU64::new(0));
     let sink: Box<dyn Sink> = Box::new(ChannelSink::new(tx, Arc::clone(&dropped)));

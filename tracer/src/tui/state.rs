@@ -236,6 +236,10 @@ pub struct Model {
     identity: Option<(String, u64, bool)>,
     /// The kernel and its capabilities, from the first stats record that carried them.
     kernel: Option<crate::record::KernelInfo>,
+    /// The latest conntrack view of each Service (`service` records).
+    conntrack_services: std::collections::BTreeMap<String, crate::record::ServiceRecord>,
+    /// Conntrack entries seen stuck in `SYN_SENT [UNREPLIED]` (`stale_nat`), by their tuple.
+    stale_nat: std::collections::BTreeMap<String, crate::record::StaleNatRecord>,
 }
 
 impl Model {
@@ -254,6 +258,8 @@ impl Model {
             dns: DnsModel::default(),
             identity: None,
             kernel: None,
+            conntrack_services: std::collections::BTreeMap::new(),
+            stale_nat: std::collections::BTreeMap::new(),
         }
     }
 
@@ -291,14 +297,34 @@ impl Model {
                 self.advance(t);
                 self.dns.stuck_socket(s);
             }
-            // The Services view aggregates connect records itself; the conntrack-based per-Service
-            // records and stale NAT entries are for JSON consumers for now.
-            Record::Service(_) | Record::StaleNat(_) => {}
+            // The Services view aggregates connect records itself, and shows beside them what the
+            // node's conntrack says: per Service, and the entries stuck unreplied.
+            Record::Service(s) => {
+                self.conntrack_services.insert(s.service.clone(), s);
+            }
+            Record::StaleNat(n) => {
+                let key = format!("{} -> {}", n.original.src, n.original.dst);
+                self.stale_nat.insert(key, n);
+            }
         }
     }
 
     pub fn dns(&self) -> &DnsModel {
         &self.dns
+    }
+
+    /// What the node's conntrack says per Service (its summary line), worst first.
+    pub fn conntrack_services(&self) -> Vec<&crate::record::ServiceRecord> {
+        let mut services: Vec<_> = self.conntrack_services.values().collect();
+        services.sort_by(|a, b| b.failing_share.total_cmp(&a.failing_share));
+        services
+    }
+
+    /// Conntrack entries stuck unreplied, oldest first.
+    pub fn stale_nat(&self) -> Vec<&crate::record::StaleNatRecord> {
+        let mut entries: Vec<_> = self.stale_nat.values().collect();
+        entries.sort_by_key(|e| std::cmp::Reverse(e.age_s));
+        entries
     }
 
     /// Capabilities the running kernel does not give in full (empty when all are full or unknown).

@@ -23,12 +23,19 @@ pub struct Session {
 impl Session {
     /// `capture_stderr`: hold what is written to stderr until the end (live tracing writes there).
     pub fn start(capture_stderr: bool) -> io::Result<Session> {
+        // The terminal first: when there is none, the error goes to the real stderr.
+        let terminal = ratatui::try_init()?;
         let stderr = if capture_stderr {
-            Some(StderrCapture::start()?)
+            match StderrCapture::start() {
+                Ok(capture) => Some(capture),
+                Err(e) => {
+                    ratatui::restore();
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
-        let terminal = ratatui::try_init()?;
         // Runs before ratatui's hook (which restores the terminal, then prints the panic): the
         // panic message must reach the real stderr, not the capture file.
         let ratatui_hook = std::panic::take_hook();

@@ -526,8 +526,14 @@ impl Widget for ServicesView<'_> {
             Constraint::Length(6),
             Constraint::Length(7),
         ];
-        let [table, legend] =
-            Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
+        let conntrack = conntrack_lines(self.0);
+        let below = u16::try_from(conntrack.len()).unwrap_or(u16::MAX);
+        let [table, legend, conntrack_area] = Layout::vertical([
+            Constraint::Min(0),
+            Constraint::Length(1),
+            Constraint::Length(below.min(area.height / 2)),
+        ])
+        .areas(area);
         Widget::render(
             Table::new(rows, widths).header(header).column_spacing(1),
             table,
@@ -538,7 +544,45 @@ impl Widget for ServicesView<'_> {
         )
         .dark_gray()
         .render(legend, buf);
+        Paragraph::new(conntrack).render(conntrack_area, buf);
     }
+}
+
+/// What the node's conntrack says, under the table: each Service's line, then the NAT entries
+/// stuck in `SYN_SENT [UNREPLIED]` (the SYN was forwarded, nothing came back).
+fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    let services = model.conntrack_services();
+    if !services.is_empty() {
+        lines.push(Line::from(" CONNTRACK, per Service").bold().underlined());
+        for s in services {
+            let style = if s.failing > 0 {
+                Style::new().fg(Color::Red)
+            } else {
+                Style::new()
+            };
+            lines.push(Line::styled(format!(" {}", s.summary), style));
+        }
+    }
+    let stale = model.stale_nat();
+    if !stale.is_empty() {
+        lines.push(
+            Line::from(" STALE NAT: SYN_SENT [UNREPLIED], the SYN forwarded and nothing back")
+                .bold()
+                .underlined(),
+        );
+        for n in stale {
+            let backend = n.backend.as_deref().unwrap_or(&n.reply.src);
+            lines.push(Line::styled(
+                format!(
+                    " {} -> {} (DNAT to {backend}) unreplied for {}s",
+                    n.original.src, n.original.dst, n.age_s
+                ),
+                verdict_style("unanswered"),
+            ));
+        }
+    }
+    lines
 }
 
 fn tally_row(name: String, t: &Tally) -> TableRow<'static> {

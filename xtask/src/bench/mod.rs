@@ -177,6 +177,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     );
     pipeline(&tracer, args.pipeline_events, &mut table)?;
     check_interrupted()?;
+    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
+    cluster_model(&tracer, &mut table)?;
+    check_interrupted()?;
 
     let warm = load::connect_load(
         &bed.client.path(),
@@ -263,6 +266,52 @@ fn print_report(
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
     }
+}
+
+/// Load time and memory of the cluster model for 70k pods: from a snapshot file (`--cluster-state`)
+/// and object by object (as the live watch builds it), each in a process of its own.
+fn cluster_model(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
+    const TARGET_MIB: f64 = 200.0;
+    let file = std::env::temp_dir().join(format!("bhb-bench-snapshot-{}.json", std::process::id()));
+    let run = |args: &[&str]| -> anyhow::Result<serde_json::Value> {
+        let out = Command::new(tracer)
+            .arg("bench-cluster-model")
+            .args(args)
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running tracer bench-cluster-model")?;
+        if !out.status.success() {
+            bail!("tracer bench-cluster-model failed: {}", out.status);
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    let path = file.to_string_lossy().into_owned();
+    let written = run(&["--write", &path, "--pods", "70000"])?;
+    let mib = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap_or(0.0) / 1024.0;
+    let file_mib = written["file_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
+    for (how, flag) in [
+        ("snapshot file", "--load"),
+        ("object by object (watch)", "--load-items"),
+    ] {
+        let v = run(&[flag, &path])?;
+        let rss = mib(&v, "rss_kib");
+        table.check(
+            format!("cluster model, 70k pods, {how}: resident after loading, MiB"),
+            format!("{rss:.0}"),
+            "< 200",
+            rss < TARGET_MIB,
+        );
+        table.info(
+            format!("cluster model, 70k pods, {how}: load s, peak MiB (file {file_mib:.0} MiB)"),
+            format!(
+                "{:.2} s, {:.0}",
+                v["load_s"].as_f64().unwrap_or(0.0),
+                mib(&v, "peak_rss_kib")
+            ),
+        );
+    }
+    let _ = std::fs::remove_file(&file);
+    Ok(())
 }
 
 fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()> {

@@ -1,0 +1,77 @@
+//! Property tests of the readers of untrusted input, with a fixed budget per run (`CASES`): a
+//! recording given to `replay` and `summary`, a kubectl snapshot given to `--cluster-state`, and the
+//! DNS question bytes the kernel copies from any packet on the node. Arbitrary text and bytes, and
+//! valid inputs cut and flipped at random places: each reader returns a value or an error, never
+//! panics.
+use std::path::Path;
+
+use proptest::prelude::*;
+
+use crate::{dns::queries::Query, identity::cluster::ClusterState, replay};
+
+const CASES: u32 = 512;
+
+const RECORDING: &str = include_str!("tui/fixtures/a_dead_backend.jsonl");
+const SNAPSHOT: &str = include_str!("identity/fixtures/webhooks.json");
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// `valid` cut at `cut` and with the byte at each of `flips` replaced, as text (lossy).
+fn mutated(valid: &str, cut: usize, flips: &[(usize, u8)]) -> String {
+    let mut bytes = valid.as_bytes().to_vec();
+    bytes.truncate(cut.min(bytes.len()));
+    for &(at, byte) in flips {
+        if !bytes.is_empty() {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn replay_reads_any_text_without_panicking(text in "\\PC{0,400}") {
+        let _ = replay::parse(&text, Path::new("fuzz.jsonl"));
+    }
+
+    #[test]
+    fn replay_reads_any_damaged_recording_without_panicking(
+        cut in 0usize..8192,
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+    ) {
+        let _ = replay::parse(&mutated(RECORDING, cut, &flips), Path::new("fuzz.jsonl"));
+    }
+
+    #[test]
+    fn the_snapshot_reader_takes_any_text_without_panicking(text in "\\PC{0,400}") {
+        let _ = ClusterState::from_kubectl_json(&text);
+    }
+
+    #[test]
+    fn the_snapshot_reader_takes_any_damaged_snapshot_without_panicking(
+        cut in 0usize..65536,
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+    ) {
+        let _ = ClusterState::from_kubectl_json(&mutated(SNAPSHOT, cut, &flips));
+    }
+
+    #[test]
+    fn the_dns_question_reader_takes_any_bytes_without_panicking(
+        bytes in prop::collection::vec(any::<u8>(), 0..tracer_common::DNS_QUESTION_BYTES),
+        claimed_len in any::<u16>(),
+    ) {
+        let mut query = Query::default();
+        query.pending.question[..bytes.len()].copy_from_slice(&bytes);
+        query.pending.question_len = claimed_len;
+        let _ = query.question();
+    }
+}
