@@ -183,3 +183,18 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)], wrapper: &[&str]) -> (Op
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The records a tracer run printed (JSON lines on stdout) after it exited successfully, and its
+/// stderr; panics with that stderr if it failed or printed a line that is not JSON.
+pub fn records_of_run(out: &std::process::Output) -> (Vec<Value>, String) {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    let records = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("a line that is not JSON ({e}): {l}\n{stderr}"))
+        })
+        .collect();
+    (records, stderr)
+}

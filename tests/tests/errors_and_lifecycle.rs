@@ -9,7 +9,7 @@ use serde_json::Value;
 use tests::{
     kernel_facts,
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
-    tracer::{Tracer, run_to_exit},
+    tracer::{Tracer, records_of_run, run_to_exit},
 };
 
 fn assert_clean_failure(code: Option<i32>, stderr: &str, expected: &str) {
@@ -397,19 +397,13 @@ fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
         .expect_err("nothing listens");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
     let out = child.wait_with_output().expect("tracer output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let records: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let (records, stderr) = records_of_run(&out);
     assert!(
         records.iter().any(|v| v["kind"] == "connect"
             && v["verdict"] == "refused"
             && v["dst"] == dst.to_string().as_str()
             && v["comm"] == "tc-nocg2"),
-        "the refused connect is traced: {stdout}\n{stderr}"
+        "the refused connect is traced: {records:?}\n{stderr}"
     );
     let last = records
         .iter()

@@ -15,7 +15,7 @@ use std::{
 use serde_json::Value;
 use tests::{
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
-    tracer::tracer_bin,
+    tracer::{records_of_run, tracer_bin},
 };
 
 fn image_archive() -> PathBuf {
@@ -242,13 +242,8 @@ fn the_unpacked_binary_runs_as_the_daemonset_runs_it_and_names_refused_and_aband
     )
     .expect_err("the SYN is dropped");
     let out = child.wait_with_output().expect("tracer output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let records: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON lines, as the DaemonSet's --format=json"))
-        .collect();
+    // JSON lines, as the DaemonSet's --format=json.
+    let (records, stderr) = records_of_run(&out);
     let verdict_of = |comm: &str| {
         records
             .iter()
@@ -258,12 +253,12 @@ fn the_unpacked_binary_runs_as_the_daemonset_runs_it_and_names_refused_and_aband
     assert_eq!(
         verdict_of("tc-img-rst"),
         Some("refused".into()),
-        "{stdout}\n{stderr}"
+        "{records:?}\n{stderr}"
     );
     assert_eq!(
         verdict_of("tc-img-gone"),
         Some("abandoned".into()),
-        "{stdout}\n{stderr}"
+        "{records:?}\n{stderr}"
     );
     let last = records
         .iter()

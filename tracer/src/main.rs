@@ -77,23 +77,14 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    if let cli::Command::BenchClusterModel(args) = &cli.command {
-        return match bench_cluster_model::run(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("tracer: error: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let cli::Command::BenchPipeline(args) = &cli.command {
-        return match bench_pipeline::run(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("tracer: error: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
+    // The benchmarks' helpers run without the event loop.
+    let bench = match &cli.command {
+        cli::Command::BenchPipeline(args) => Some(bench_pipeline::run(args)),
+        cli::Command::BenchClusterModel(args) => Some(bench_cluster_model::run(args)),
+        _ => None,
+    };
+    if let Some(result) = bench {
+        return exit_code(result);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -113,6 +104,10 @@ fn main() -> ExitCode {
         cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
         cli::Command::BenchPipeline(_) | cli::Command::BenchClusterModel(_) => Ok(()),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

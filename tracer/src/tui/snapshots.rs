@@ -48,6 +48,16 @@ fn render(state: &mut State, width: u16, height: u16) -> Terminal<TestBackend> {
     t
 }
 
+/// Every cell of the screen, row after row, for `contains` checks.
+fn screen_text(t: &Terminal<TestBackend>) -> String {
+    t.backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(ratatui::buffer::Cell::symbol)
+        .collect()
+}
+
 /// Clock times and pids would change with any re-recording of a fixture; the screen's shape is
 /// what is checked. Ports are the fixtures' own and stay, so a wrong port shows.
 macro_rules! assert_screen {
@@ -125,13 +135,7 @@ fn the_detail_names_the_pods_and_says_the_cluster_verdict() {
     }
     s.act(Action::ToggleDetail);
     let t = render(&mut s, 200, 40);
-    let screen: String = t
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(ratatui::buffer::Cell::symbol)
-        .collect();
+    let screen = screen_text(&t);
     assert!(
         screen.contains("Who: to pod app/webhooks-worker-9d9667f58-hqrqt of Service app/webhooks"),
         "{screen}"
@@ -240,13 +244,7 @@ fn the_services_view_shows_what_the_nodes_conntrack_says() {
     s.act(Action::NextView);
     assert_eq!(s.view, View::Services);
     let t = render(&mut s, 120, 40);
-    let screen: String = t
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(ratatui::buffer::Cell::symbol)
-        .collect();
+    let screen = screen_text(&t);
     assert!(
         screen.contains("10.96.0.10:80 -> 10.244.1.30:8080 unanswered 4 of 10"),
         "{screen}"
@@ -289,18 +287,70 @@ fn the_copy_key_writes_the_selected_row_as_json_to_the_copy_file() {
     );
 }
 
+/// The fixtures' sentences are written by `make_fixtures.py`, by hand: each must be the sentence
+/// `verdict.rs` gives for that record's verdict, destination, SYNs and wait.
+#[test]
+fn the_fixtures_sentences_are_the_ones_verdict_rs_writes() {
+    use crate::verdict::{RefusedBy, Unreachable, Verdict};
+    let candidates = [
+        Verdict::Slow,
+        Verdict::Unanswered,
+        Verdict::Refused { by: RefusedBy::Rst },
+        Verdict::Refused {
+            by: RefusedBy::Icmp,
+        },
+        Verdict::Unreachable {
+            kind: Unreachable::Host,
+        },
+        Verdict::Unreachable {
+            kind: Unreachable::Network,
+        },
+        Verdict::TimedOut,
+        Verdict::Abandoned,
+        Verdict::Failed { errno: 0 },
+        Verdict::Failed { errno: 99 },
+        Verdict::Failed { errno: 13 },
+        Verdict::Failed { errno: 1 },
+    ];
+    let mut checked = 0;
+    for fixture in [
+        DEAD_BACKEND,
+        REFUSED_TWO_OF_SIX,
+        NO_ENDPOINTS,
+        MIXED_WITH_DROPS,
+    ] {
+        for line in fixture.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            if v["kind"] != "connect" {
+                continue;
+            }
+            let name = v["verdict"].as_str().expect("verdict");
+            let cause = v["cause"].as_str().map(str::to_string);
+            let verdict = candidates
+                .iter()
+                .find(|c| c.name() == name && c.cause() == cause)
+                .unwrap_or_else(|| panic!("a verdict {name} {cause:?}"));
+            let dst = v["dst"].as_str().expect("dst");
+            let shown = v["dialed"]
+                .as_str()
+                .map_or_else(|| dst.to_string(), |d| format!("{d} (backend {dst})"));
+            let syns = u16::try_from(v["syns"].as_u64().expect("syns")).expect("u16");
+            let waited = Duration::from_millis(v["syn_sent_ms"].as_u64().expect("ms"));
+            assert_eq!(
+                v["explanation"].as_str().expect("explanation"),
+                verdict.explain(&shown, syns, waited),
+                "{line}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "{checked} sentences checked");
+}
+
 #[test]
 fn the_header_names_the_capabilities_this_kernel_degrades() {
     let mut s = state_of(DEAD_BACKEND);
-    let text = |s: &mut State| -> String {
-        let t = render(s, 160, 24);
-        t.backend()
-            .buffer()
-            .content()
-            .iter()
-            .map(ratatui::buffer::Cell::symbol)
-            .collect()
-    };
+    let text = |s: &mut State| screen_text(&render(s, 160, 24));
     assert!(!text(&mut s).contains("DEGRADED"));
     let mut kernel = crate::record::KernelInfo {
         release: "5.10.0-32-amd64".into(),

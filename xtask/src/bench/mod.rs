@@ -22,6 +22,7 @@ mod load;
 mod peers;
 mod report;
 mod testbed;
+mod tracefs;
 
 use std::{
     collections::BTreeMap,
@@ -201,7 +202,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("no connect through the test bed succeeded; the bed is broken");
     }
 
-    let plan = RoundPlan::from_args(args);
+    let mut plan = RoundPlan::from_args(args);
+    let _tracefs = tracefs_for_bpftrace(&mut plan, &mut table);
     connect_rounds(
         &tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table,
     )?;
@@ -265,6 +267,23 @@ fn print_report(
     let misses = table.misses();
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
+    }
+}
+
+/// bpftrace reads tracefs, which a fresh machine has not mounted (the tracer does not need it):
+/// mounted for the run, or the bpftrace peer is left out with the reason in the notes.
+fn tracefs_for_bpftrace(plan: &mut RoundPlan, table: &mut Table) -> Option<tracefs::Tracefs> {
+    if !plan.peers.contains(&Peer::Bpftrace) {
+        return None;
+    }
+    match tracefs::Tracefs::ensure() {
+        Ok(mount) => Some(mount),
+        Err(e) => {
+            eprintln!("bench: the bpftrace peer cannot run ({e:#}); running the others");
+            table.notes.push(format!("bpftrace peer not run: {e:#}"));
+            plan.peers.retain(|p| *p != Peer::Bpftrace);
+            None
+        }
     }
 }
 
