@@ -28,8 +28,8 @@ use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::btf_tracepoint, programs::BtfTracePointContext,
 };
 use tracer_common::{
-    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, HealthyKey,
-    HealthyStats, counter,
+    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED,
+    HealthyKey, HealthyStats, counter,
 };
 
 use crate::{
@@ -44,6 +44,8 @@ const TCP_SYN_SENT: i32 = 2;
 const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
 const EADDRNOTAVAIL: i32 = 99;
+const ECONNREFUSED: i32 = 111;
+const ETIMEDOUT: i32 = 110;
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
@@ -218,6 +220,20 @@ fn on_closed(sk: Sock) {
             0 => sock_fields::queued_icmp_error(sk.0),
             soft => soft,
         };
+    }
+    // Closed by the kernel (a timer or a packet in softirq), not by the application's close(): an
+    // error ended it, and the application, woken by its report on another CPU, read it already
+    // (`SO_ERROR` clears `sk_err`) before this close. Seen on 5.10 (no error-report tracepoint).
+    // A RST says refused; otherwise the retransmit timer gave up.
+    let current_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if attempt.soft_error == 0 && current_tgid != attempt.pid {
+        let error = if attempt.flags & FLAG_RST_RECEIVED != 0 {
+            ECONNREFUSED
+        } else {
+            ETIMEDOUT
+        };
+        emit(EVENT_CONNECT_END, error, attempt);
+        attempts::end(sk);
     }
     // Otherwise the application closed the socket (or an ICMP error was handled inside its
     // connect() and kept in `soft_error`): tcp_destroy_sock ends it.
