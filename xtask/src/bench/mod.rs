@@ -217,6 +217,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         &mut table,
     )?;
     check_interrupted()?;
+    paced_cpu(&tracer, &bed, &work.path, load_cfg, &mut table)?;
+    check_interrupted()?;
     if args.connect_only {
         drop(bed);
         println!();
@@ -767,6 +769,79 @@ fn completeness(
             .push(format!("completeness: tracer dropped {}", t.dropped));
     }
     Ok(())
+}
+
+/// The cost a node owner sees: the whole machine's CPU while a paced load runs, without and with
+/// the tracer, at 1k and 5k connects/s. Rounds alternate none, tracer, tracer, none, so a drift of
+/// the shared machine falls on both sides alike.
+fn paced_cpu(
+    tracer: &Path,
+    bed: &testbed::Testbed,
+    dir: &Path,
+    cfg: LoadConfig,
+    table: &mut Table,
+) -> anyhow::Result<()> {
+    for rate in [1000.0, 5000.0] {
+        eprintln!("bench: machine CPU at a paced {rate:.0} connects/s, without and with the tracer");
+        // [without, with]: busy share of the machine per round.
+        let mut busy: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for with in [false, true, true, false] {
+            check_interrupted()?;
+            bed.flush_conntrack()?;
+            let mut running = if with {
+                Some(
+                    peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?
+                        .context("tracer peer")?,
+                )
+            } else {
+                None
+            };
+            let before = machine_cpu();
+            load::connect_load(
+                &bed.client.path(),
+                testbed::VIP,
+                LoadConfig {
+                    rate: Some(rate),
+                    ..cfg
+                },
+            )?;
+            let after = machine_cpu();
+            if let Some(running) = running.as_mut() {
+                running.stop()?;
+            }
+            let total = after.1.saturating_sub(before.1).max(1);
+            #[expect(clippy::cast_precision_loss, reason = "a share, shown rounded")]
+            busy[usize::from(with)].push(after.0.saturating_sub(before.0) as f64 / total as f64);
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let (without, with) = (mean(&busy[0]) * 100.0, mean(&busy[1]) * 100.0);
+        table.info(
+            format!("machine CPU at a paced {rate:.0} connects/s: without / with the tracer"),
+            format!(
+                "{without:.1}% / {with:.1}% (ratio {:.2}, +{:.1} points)",
+                with / without.max(0.01),
+                with - without
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Busy and total jiffies of the whole machine, from the first line of `/proc/stat`.
+fn machine_cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
 }
 
 /// Time from a black-holed `connect()` to the tracer's first `unanswered` record for it.
