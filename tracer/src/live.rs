@@ -175,7 +175,7 @@ async fn trace(
     if !matches!(stop, Stop::BrokenPipe) {
         // Whatever arrived before we stopped is still reported, then the final totals.
         let _ = drain(&mut kernel, &mut pipeline, sink.as_mut());
-        ignore_broken_pipe(pipeline.write_counts(&mut kernel, sink.as_mut()))?;
+        ignore_broken_pipe(pipeline.write_last_counts(&mut kernel, sink.as_mut()))?;
         let stats = pipeline.stats(&kernel, true);
         let lost = stats.dropped.total();
         ignore_broken_pipe(sink.write(&Record::Stats(stats)))?;
@@ -312,16 +312,6 @@ impl Pipeline {
     /// lost.
     fn write_counts(&mut self, kernel: &mut KernelSide, sink: &mut dyn Sink) -> io::Result<()> {
         let stages = &mut self.stages;
-        // The DNS counts are read from the kernel on the DNS tick; read them now, or the replies
-        // since the last tick would be missing from the final counts.
-        for record in stages.dns.tick(
-            &mut kernel.dns,
-            monotonic_now_ns(),
-            &mut stages.enricher,
-            &stages.filter,
-        ) {
-            sink.write(&record)?;
-        }
         for record in stages
             .dns
             .healthy_records(&mut stages.enricher, &stages.filter)
@@ -335,6 +325,25 @@ impl Pipeline {
             sink.write(&record)?;
         }
         Ok(())
+    }
+
+    /// At exit: a last DNS tick (it reads the DNS counts from the kernel, or the replies since the
+    /// previous tick would be missing), then the counts.
+    fn write_last_counts(
+        &mut self,
+        kernel: &mut KernelSide,
+        sink: &mut dyn Sink,
+    ) -> io::Result<()> {
+        let stages = &mut self.stages;
+        for record in stages.dns.tick(
+            &mut kernel.dns,
+            monotonic_now_ns(),
+            &mut stages.enricher,
+            &stages.filter,
+        ) {
+            sink.write(&record)?;
+        }
+        self.write_counts(kernel, sink)
     }
 
     /// Takes what the conntrack thread found since the last tick, then the per-Service view.

@@ -729,16 +729,8 @@ fn completeness(
 ) -> anyhow::Result<()> {
     eprintln!("bench: completeness, a tracer round paced at {rate:.0} connects/s");
     bed.flush_conntrack()?;
-    let mut running =
-        peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?.context("tracer peer")?;
-    let load = load::connect_load(
-        &bed.client.path(),
-        testbed::VIP,
-        LoadConfig {
-            rate: Some(rate),
-            ..cfg
-        },
-    )?;
+    let mut running = start_tracer_peer(tracer, bed, dir)?;
+    let load = paced_load(bed, cfg, rate)?;
     running.stop()?;
     let t =
         report::read_tracer_output(&running.output, &bed.client.name, &testbed::VIP.to_string())?;
@@ -782,29 +774,21 @@ fn paced_cpu(
     table: &mut Table,
 ) -> anyhow::Result<()> {
     for rate in [1000.0, 5000.0] {
-        eprintln!("bench: machine CPU at a paced {rate:.0} connects/s, without and with the tracer");
+        eprintln!(
+            "bench: machine CPU at a paced {rate:.0} connects/s, without and with the tracer"
+        );
         // [without, with]: busy share of the machine per round.
         let mut busy: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for with in [false, true, true, false] {
             check_interrupted()?;
             bed.flush_conntrack()?;
             let mut running = if with {
-                Some(
-                    peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?
-                        .context("tracer peer")?,
-                )
+                Some(start_tracer_peer(tracer, bed, dir)?)
             } else {
                 None
             };
             let before = machine_cpu();
-            load::connect_load(
-                &bed.client.path(),
-                testbed::VIP,
-                LoadConfig {
-                    rate: Some(rate),
-                    ..cfg
-                },
-            )?;
+            paced_load(bed, cfg, rate)?;
             let after = machine_cpu();
             if let Some(running) = running.as_mut() {
                 running.stop()?;
@@ -825,6 +809,27 @@ fn paced_cpu(
         );
     }
     Ok(())
+}
+
+/// The tracer as a peer of its own, outside the connect rounds.
+fn start_tracer_peer(
+    tracer: &Path,
+    bed: &testbed::Testbed,
+    dir: &Path,
+) -> anyhow::Result<peers::Running> {
+    peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?.context("tracer peer")
+}
+
+/// The connect load through the Service, paced to `rate` connects/s.
+fn paced_load(bed: &testbed::Testbed, cfg: LoadConfig, rate: f64) -> anyhow::Result<LoadResult> {
+    load::connect_load(
+        &bed.client.path(),
+        testbed::VIP,
+        LoadConfig {
+            rate: Some(rate),
+            ..cfg
+        },
+    )
 }
 
 /// Busy and total jiffies of the whole machine, from the first line of `/proc/stat`.
