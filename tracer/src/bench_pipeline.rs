@@ -54,7 +54,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
             conntrack: None,
             destroyed: crate::conntrack::subscription::DestroySubscription::start(
                 None,
-                crate::cli::DestroyEventsMode::Never,
+                crate::conntrack::subscription::DestroyEventsMode::Never,
             ),
             // As live without cluster state: cgroup id -> path -> container on every record.
             identities: crate::identity::Identities::new(

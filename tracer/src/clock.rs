@@ -7,6 +7,12 @@ pub struct KernelClock {
     boot: SystemTime,
 }
 
+impl Default for KernelClock {
+    fn default() -> KernelClock {
+        KernelClock::new()
+    }
+}
+
 impl KernelClock {
     pub fn new() -> KernelClock {
         let mono = monotonic_now_ns();

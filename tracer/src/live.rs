@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracer_common::{KernelFilter, counter};
 
 use crate::{
-    cli::{Format, PipelineArgs, TraceArgs},
+    args::{Format, PipelineArgs, TraceArgs},
     clock::{KernelClock, monotonic_now_ns, rfc3339},
     conntrack::{
         dumper::{DumpResult, Dumper},
@@ -76,7 +76,7 @@ pub fn check_before_start(args: &PipelineArgs) -> anyhow::Result<()> {
 }
 
 /// The namespace `--netns` names, resolved before anything else is opened.
-fn netns_filter(args: &crate::cli::PipelineArgs) -> anyhow::Result<Option<Netns>> {
+fn netns_filter(args: &PipelineArgs) -> anyhow::Result<Option<Netns>> {
     Ok(args.netns.as_deref().map(netns::resolve).transpose()?)
 }
 

@@ -1,45 +1,8 @@
-//! `tracer`: names the black holes on a Kubernetes node.
-//!
-//! The path of one event, in file order:
-//! `kernel/` (load, attach, ring buffer) -> `decode.rs` (bytes -> event) -> `flows.rs` (events ->
-//! flows) -> `verdict.rs` (the verdict and its sentence) -> `enrich.rs` (names, wall time) ->
-//! `filter.rs` -> `sink/` (JSON lines, text, a channel to the TUI). `live.rs` wires them; this file
-//! only parses the CLI.
-//!
-//! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
-//! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
-//! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
-//! `dns/` follows UDP DNS queries (unanswered, refused, slow, stuck sockets).
-//! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
-//! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
-//! benchmark of the stages above (`cargo xtask bench`).
-mod bench_cluster_model;
-mod bench_pipeline;
+//! `tracer`: parses the command line and runs the command (the stages are in the library, `lib.rs`).
 mod cli;
-mod clock;
-mod conntrack;
-mod decode;
-mod demo;
-mod dns;
-mod enrich;
-mod filter;
-mod flows;
-mod fs_type;
-mod identity;
-mod kernel;
-mod live;
-mod netns;
-mod pipeline;
-#[cfg(test)]
-mod reader_fuzz;
-mod record;
-mod replay;
-mod route_check;
-mod sink;
-mod tui;
-mod verdict;
 
 use std::process::ExitCode;
+use tracer::{bench_cluster_model, bench_pipeline, demo, live, tui};
 
 use clap::Parser as _;
 

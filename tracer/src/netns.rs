@@ -125,6 +125,12 @@ pub struct NetnsNames {
 /// New namespaces appear with new pods; a rescan costs a `stat` per namespace.
 const RESCAN_INTERVAL: Duration = Duration::from_secs(2);
 
+impl Default for NetnsNames {
+    fn default() -> NetnsNames {
+        NetnsNames::new()
+    }
+}
+
 impl NetnsNames {
     pub fn new() -> NetnsNames {
         let mut names = NetnsNames {

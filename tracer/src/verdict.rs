@@ -115,12 +115,7 @@ impl Verdict {
         }
     }
 
-    #[allow(
-        dead_code,
-        reason = "ranks rows in the TUI and `summary` (issue 6), landing next"
-    )]
     /// How bad it is, for ranking: black holes first, then refusals, then slowness.
-    #[allow(dead_code, reason = "ranking for the TUI, built on another branch")]
     pub fn severity(self) -> u8 {
         match self {
             Verdict::Unanswered | Verdict::TimedOut | Verdict::Abandoned => 5,

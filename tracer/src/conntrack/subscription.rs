@@ -14,7 +14,28 @@ use std::{
 };
 
 use super::{events::DestroyedNat, netlink::Direction};
-use crate::{cli::DestroyEventsMode, clock::monotonic_now_ns};
+use crate::clock::monotonic_now_ns;
+
+/// `--conntrack-destroy-events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DestroyEventsMode {
+    /// Subscribed after a refused connect whose conntrack entry was gone; closed after a quiet period.
+    Auto,
+    /// Subscribed from the start.
+    Always,
+    /// Never subscribed.
+    Never,
+}
+
+impl DestroyEventsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DestroyEventsMode::Auto => "auto",
+            DestroyEventsMode::Always => "always",
+            DestroyEventsMode::Never => "never",
+        }
+    }
+}
 
 /// How long destroy events stay followed after the last refused connect whose entry was gone.
 ///

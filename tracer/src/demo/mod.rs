@@ -9,7 +9,14 @@ mod traffic;
 use anyhow::bail;
 use clap::Parser as _;
 
-use crate::cli::{Cli, Command, DemoArgs, DemoFormat};
+use crate::args::{DemoArgs, DemoFormat, TraceArgs, TuiArgs};
+
+/// The tracer's own command line for the demo, parsed as `tracer trace` would parse it.
+#[derive(clap::Parser)]
+struct DemoTrace {
+    #[command(flatten)]
+    trace: TraceArgs,
+}
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
@@ -23,7 +30,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     let mut command_line = vec![
         "tracer".to_string(),
-        "trace".into(),
         format!("--netns={}", bed::CLIENT_NS),
         format!("--conntrack-netns={}", bed::CLIENT_NS),
         format!("--format={format}"),
@@ -33,9 +39,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(duration) = args.duration {
         command_line.push(format!("--duration={}", duration.as_secs_f64()));
     }
-    let Command::Trace(trace) = Cli::try_parse_from(&command_line)?.command else {
-        bail!("the demo's own tracer arguments did not parse");
-    };
+    let trace = DemoTrace::try_parse_from(&command_line)?.trace;
     let bed = bed::Bed::create()?;
     let traffic = traffic::Traffic::start()?;
     eprintln!(
@@ -46,7 +50,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let result = match args.format {
         DemoFormat::Tui => {
-            crate::tui::live(crate::cli::TuiArgs {
+            crate::tui::live(TuiArgs {
                 pipeline: trace.pipeline,
                 stats_interval: std::time::Duration::from_secs(1),
             })

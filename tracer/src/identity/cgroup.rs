@@ -164,13 +164,6 @@ pub fn parse_cgroup_path(path: &str) -> Option<ContainerRef> {
 ///
 /// Every line is tried; the first result that names a pod wins, otherwise the
 /// first container found. Returns `None` for host processes.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "for pids without a cgroup id (a later /proc fallback)"
-    )
-)]
 pub fn parse_proc_cgroup(contents: &str) -> Option<ContainerRef> {
     let mut fallback = None;
     for line in contents.lines() {

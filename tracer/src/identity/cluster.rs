@@ -275,7 +275,6 @@ pub struct Service {
     /// `metadata.namespace`.
     pub namespace: String,
     /// `spec.type` (`ClusterIP`, `NodePort`, `LoadBalancer`, `ExternalName`).
-    #[expect(clippy::struct_field_names, reason = "`type` is a keyword")]
     pub service_type: String,
     /// `spec.clusterIPs` (or `spec.clusterIP`); empty for headless and
     /// ExternalName Services.
@@ -388,13 +387,6 @@ pub struct EndpointRef<'a> {
     pub endpoint: &'a Endpoint,
     /// The slice port that matched the requested port (None when no port
     /// was requested).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the matched slice port, for callers that need its name"
-        )
-    )]
     pub port: Option<&'a EndpointPort>,
     /// Owning Service name (label `kubernetes.io/service-name`).
     pub service_name: Option<&'a str>,
@@ -419,7 +411,6 @@ pub enum AddressIdentity<'a> {
         pod: &'a Pod,
         /// The container port the pod declares for the requested
         /// port/protocol, if any.
-        #[cfg_attr(not(test), expect(dead_code, reason = "verdicts ask the pod directly"))]
         declared_port: Option<&'a ContainerPort>,
         /// EndpointSlice entries naming this address (which Services send
         /// traffic here).
@@ -605,7 +596,6 @@ impl ClusterState {
     }
 
     /// All Services.
-    #[cfg_attr(not(test), expect(dead_code, reason = "snapshot accessors"))]
     pub fn services(&self) -> &[Service] {
         &self.services
     }
@@ -616,7 +606,6 @@ impl ClusterState {
     }
 
     /// All nodes.
-    #[cfg_attr(not(test), expect(dead_code, reason = "snapshot accessors"))]
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
@@ -744,10 +733,6 @@ impl ClusterState {
 
     /// Term-by-term comparison of the Service selector with the pod's labels,
     /// to explain a (mis)match: "app=webhooks matched webhooks-worker-... too".
-    #[expect(
-        clippy::unused_self,
-        reason = "a method of the snapshot like its neighbours"
-    )]
     pub fn selector_terms<'a>(&self, svc: &'a Service, pod: &'a Pod) -> Vec<SelectorTerm<'a>> {
         svc.selector
             .iter()
@@ -777,17 +762,6 @@ impl ClusterState {
     /// The backend port a Service port sends to on `pod`: numeric targetPort
     /// as is, named targetPort resolved through the pod's declared ports
     /// (`None` if the pod declares no port of that name).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "for the Service-backend issue: which port a backend gets"
-        )
-    )]
-    #[expect(
-        clippy::unused_self,
-        reason = "a method of the snapshot like its neighbours"
-    )]
     pub fn target_port_on(&self, port: &ServicePort, pod: &Pod) -> Option<u16> {
         match &port.target_port {
             TargetPort::Number(n) => Some(*n),

@@ -5,10 +5,6 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[expect(
-    clippy::struct_field_names,
-    reason = "`identity_*` are the JSON keys, flattened into records"
-)]
 pub struct Identity {
     /// The connecting pod (from the cgroup of the process, else from the source address).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,6 +19,12 @@ pub struct Capabilities {
     states: BTreeMap<String, Capability>,
 }
 
+impl Default for Capabilities {
+    fn default() -> Capabilities {
+        Capabilities::new()
+    }
+}
+
 impl Capabilities {
     pub fn new() -> Capabilities {
         Capabilities {

@@ -34,7 +34,7 @@ use self::{
     terminal::Session,
 };
 use crate::{
-    cli::{ReplayArgs, SummaryArgs, TuiArgs},
+    args::{ReplayArgs, SummaryArgs, TuiArgs},
     live,
     record::Record,
     replay,

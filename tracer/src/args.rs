@@ -1,0 +1,204 @@
+//! What each command takes, as clap parses it: the edge where command-line text becomes typed
+//! options (`cli.rs` in the binary only assembles the commands).
+use std::{path::PathBuf, time::Duration};
+
+use clap::ValueEnum;
+
+use crate::{conntrack::subscription::DestroyEventsMode, filter::Cidr};
+
+/// What to follow and how: shared by `trace` and `tui`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PipelineArgs {
+    /// Only this network namespace: a name from `ip netns list`, a path, `pid:N` or `host`.
+    /// Filtered in the kernel.
+    #[arg(long, value_name = "NS")]
+    pub netns: Option<String>,
+    /// Only destinations in this CIDR (socket destination or the dialled address). Repeatable.
+    #[arg(long = "dst", value_name = "CIDR")]
+    pub dst: Vec<Cidr>,
+    /// Only this destination port. Repeatable.
+    #[arg(long = "port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Vec<u16>,
+    /// Network namespace whose conntrack table holds the Service NAT (kube-proxy's): `host` (the
+    /// node), an `ip netns` name, a path or `pid:N`.
+    #[arg(long, value_name = "NS", default_value = "host")]
+    pub conntrack_netns: String,
+    /// When to follow conntrack destroy events, the only place the backend of a refused Service
+    /// connect (a backend answering with a RST) still appears: `auto` from the first such refusal
+    /// until 5 minutes without one (that first refusal has no backend), `always` from the start (a
+    /// kernel cost per destroyed conntrack entry on the node), `never`.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = DestroyEventsMode::Auto)]
+    pub conntrack_destroy_events: DestroyEventsMode,
+    /// Window of the per-Service view (`service` records).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    pub service_window: Duration,
+    /// Report conntrack entries still `SYN_SENT` `[UNREPLIED]` after this long (`stale_nat` records).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_seconds)]
+    pub stale_after: Duration,
+    /// Most connect attempts followed at once in the kernel (its memory bound). Attempts beyond it
+    /// are counted as dropped.
+    #[arg(long, value_name = "N", default_value_t = tracer_common::MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub max_attempts: u32,
+    /// Attach every program but make each return at once (for `cargo xtask bench`: what the hooks
+    /// cost before they do any work). Nothing is traced.
+    #[arg(long, hide = true)]
+    pub hooks_only: bool,
+    /// Do not follow DNS: the DNS hooks see every packet of every socket on the node (a cgroup BPF
+    /// check per packet); without them only TCP connects are followed.
+    #[arg(long)]
+    pub no_dns: bool,
+    /// A DNS query with no reply after this long is reported `unanswered` (`dns` records).
+    #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
+    pub dns_timeout: Duration,
+    /// DNS replies slower than this are reported one by one (`dns` record, verdict `slow`); faster
+    /// NOERROR replies are only counted (`dns_healthy`).
+    #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_seconds)]
+    pub dns_slow: Duration,
+    /// A socket whose last N queries to one server went unanswered, while other sockets' queries to
+    /// that server or Service were answered, is reported stuck (`dns_stuck_socket`).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub dns_stuck_after: u32,
+    /// Stop tracing after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+    /// Name pods, Services and nodes from this file, written by
+    /// `kubectl get pods,services,endpointslices,nodes -A -o json` (for nodes without API access).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "in_cluster"])]
+    pub cluster_state: Option<PathBuf>,
+    /// Name pods, Services and nodes live: list and watch them through the Kubernetes API with this
+    /// kubeconfig's current context.
+    #[arg(long, value_name = "FILE", conflicts_with = "in_cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Like --kubeconfig, with the service account of the pod the tracer runs in.
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// The cgroup v2 root the `connect()` and DNS hooks attach to (default: the cgroup2 mount in
+    /// /proc/mounts). In a container give the node's, mounted from the host: the container's own
+    /// /sys/fs/cgroup shows only its own cgroup.
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_root: Option<PathBuf>,
+    /// This node's name, in every stats record (a `DaemonSet` sets `NODE_NAME` from the downward
+    /// API).
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write records to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// How often to report healthy-connect counts, Service views and tracer stats.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub stats_interval: Duration,
+}
+
+/// `tracer tui`: the options of `trace`; records go to the screen, not to a file.
+#[derive(Debug, clap::Args)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// How often healthy counts and the header's stats refresh (shorter than `trace`'s default:
+    /// a person is watching).
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
+    pub stats_interval: Duration,
+}
+
+impl TuiArgs {
+    /// The same pipeline as `trace`; `format` and `output` are unused, the TUI brings its own sink.
+    pub fn trace_args(&self) -> TraceArgs {
+        TraceArgs {
+            pipeline: self.pipeline.clone(),
+            format: Format::Json,
+            output: None,
+            stats_interval: self.stats_interval,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// How to show it.
+    #[arg(long, value_enum, default_value_t = DemoFormat::Tui)]
+    pub format: DemoFormat,
+    /// Stop after this long (default: until Ctrl-C, SIGTERM or `q`).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DemoFormat {
+    /// The live terminal UI.
+    Tui,
+    /// Like `tracer trace`.
+    Text,
+    /// JSON lines.
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A file written by `tracer trace --format json` (JSON lines, schema 1).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+    /// Replay this many times faster than recorded; 0 shows everything at once.
+    #[arg(long, value_name = "X", default_value = "1", value_parser = parse_speed)]
+    pub speed: f64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SummaryArgs {
+    /// A file written by `tracer trace --format json` (JSON lines, schema 1).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Like `conntrack -E`, verdict first.
+    Text,
+    /// JSON lines (schema in the README).
+    Json,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    const MAX_SPEED: f64 = 1_000_000.0;
+    let speed: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number (like 1, 10 or 0.5)"))?;
+    // Below 0.001 a recorded second would last hours, past what the replay's timer takes.
+    if speed == 0.0 || (0.001..=MAX_SPEED).contains(&speed) {
+        Ok(speed)
+    } else {
+        Err(format!(
+            "'{s}' is out of range: give 0 (everything at once) or a speed from 0.001 to {MAX_SPEED}"
+        ))
+    }
+}
+
+/// The longest duration or interval any option takes: a year.
+const MAX_SECONDS: f64 = 366.0 * 24.0 * 3600.0;
+/// The shortest: a microsecond (a zero interval panics the timer; `--dns-slow` is finer than a
+/// millisecond in tests that want every reply slow).
+const MIN_SECONDS: f64 = 0.000_001;
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(MIN_SECONDS..=MAX_SECONDS).contains(&secs) {
+        return Err(format!(
+            "'{s}' is out of range: give seconds from {MIN_SECONDS} to {MAX_SECONDS} (a year)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
