@@ -21,6 +21,12 @@ impl KernelClock {
         }
     }
 
+    /// A clock whose monotonic zero was at `boot`: recorded or synthetic timestamps read the same
+    /// on every run.
+    pub fn with_boot(boot: SystemTime) -> KernelClock {
+        KernelClock { boot }
+    }
+
     pub fn wall(self, ktime_ns: u64) -> SystemTime {
         self.boot + Duration::from_nanos(ktime_ns)
     }
