@@ -1,5 +1,9 @@
 //! Kernel timestamps (`bpf_ktime_get_ns`, `CLOCK_MONOTONIC`) -> wall-clock time for records.
-use std::time::{Duration, SystemTime};
+use std::{
+    fmt,
+    str::FromStr,
+    time::{Duration, SystemTime},
+};
 
 #[derive(Clone, Copy, Debug)]
 pub struct KernelClock {
@@ -47,3 +51,32 @@ pub fn monotonic_now_ns() -> u64 {
 pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+/// A record's wall-clock time: written RFC 3339 UTC with milliseconds
+/// (`2026-11-30T16:40:02.118Z`), read back from any RFC 3339 time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub SystemTime);
+
+impl Default for Timestamp {
+    fn default() -> Timestamp {
+        Timestamp(SystemTime::UNIX_EPOCH)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        humantime::format_rfc3339_millis(self.0).fmt(f)
+    }
+}
+
+impl FromStr for Timestamp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Timestamp, String> {
+        humantime::parse_rfc3339_weak(s)
+            .map(Timestamp)
+            .map_err(|e| format!("`{s}` is not an RFC 3339 time ({e})"))
+    }
+}
+
+crate::record::serde_as_text!(Timestamp);

@@ -1,5 +1,8 @@
 //! Userspace filters on destination CIDR and port (the namespace filter runs in the kernel).
-use std::{net::IpAddr, str::FromStr};
+use std::{
+    net::{IpAddr, SocketAddr},
+    str::FromStr,
+};
 
 /// An IPv4 or IPv6 prefix, `10.96.0.0/12` or a single address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,11 +67,12 @@ pub struct DestinationFilter {
 }
 
 impl DestinationFilter {
-    /// A flow matches if its socket destination or the address the application dialled matches.
-    pub fn matches(&self, dests: &[(IpAddr, u16)]) -> bool {
+    /// A flow matches if any of its destinations does: the socket's, the address the application
+    /// dialled, the backend a load balancer chose.
+    pub fn matches(&self, dests: &[SocketAddr]) -> bool {
         let cidr_ok = |ip| self.cidrs.is_empty() || self.cidrs.iter().any(|c| c.contains(ip));
         let port_ok = |port| self.ports.is_empty() || self.ports.contains(&port);
-        dests.iter().any(|&(ip, port)| cidr_ok(ip) && port_ok(port))
+        dests.iter().any(|d| cidr_ok(d.ip()) && port_ok(d.port()))
     }
 }
 
@@ -115,8 +119,9 @@ mod tests {
             cidrs: vec!["10.96.0.0/12".parse().expect("cidr")],
             ports: vec![80],
         };
-        assert!(f.matches(&[(ip("10.244.1.5"), 8080), (ip("10.96.0.10"), 80)]));
-        assert!(!f.matches(&[(ip("10.96.0.10"), 443)]));
-        assert!(DestinationFilter::default().matches(&[(ip("192.0.2.1"), 1)]));
+        let addr = |s: &str| s.parse::<SocketAddr>().expect("test address");
+        assert!(f.matches(&[addr("10.244.1.5:8080"), addr("10.96.0.10:80")]));
+        assert!(!f.matches(&[addr("10.96.0.10:443")]));
+        assert!(DestinationFilter::default().matches(&[addr("192.0.2.1:1")]));
     }
 }

@@ -7,26 +7,22 @@ use std::{
 
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
-use tracer_common::{KernelFilter, counter};
+use tracer_common::KernelFilter;
 
 use crate::{
     args::{Format, PipelineArgs, TraceArgs},
-    clock::{KernelClock, monotonic_now_ns, rfc3339},
+    clock::{KernelClock, monotonic_now_ns},
     conntrack::{
         dumper::{DumpResult, Dumper},
         netlink::Conntrack,
-        services::ServiceView,
         subscription::DestroySubscription,
     },
-    decode::{comm_to_string, ip_from_kernel},
-    enrich::Enricher,
     filter::DestinationFilter,
-    flows::FlowTable,
     identity::{Identities, source::ClusterSource},
     kernel::KernelSide,
-    netns::{self, Netns, NetnsNames},
-    pipeline::Stages,
-    record::{ConntrackStats, DnsStats, Dropped, HealthyRecord, Record, StatsRecord},
+    netns::{self, Netns},
+    pipeline::{ConntrackDump, StageOptions, Stages},
+    record::{Dropped, Record},
     sink::{Sink, json::JsonSink, output_file::OutputFile, text::TextSink},
 };
 
@@ -125,29 +121,19 @@ async fn trace(
         eprintln!("{warning}");
     }
     let mut pipeline = Pipeline {
-        stages: Stages {
-            flows: FlowTable::default(),
-            enricher: Enricher {
-                clock: KernelClock::new(),
-                netns: NetnsNames::new(),
-                conntrack,
-                destroyed,
-                identities,
-                last_time: (0, String::new()),
-            },
+        stages: Stages::new(StageOptions {
+            clock: KernelClock::new(),
+            identities,
+            conntrack,
+            destroyed,
             filter: DestinationFilter {
                 cidrs: args.pipeline.dst.clone(),
                 ports: args.pipeline.port.clone(),
             },
-            services: ServiceView::new(args.pipeline.service_window),
-            dns: crate::dns::DnsTracker::new(
-                args.pipeline.dns_timeout,
-                args.pipeline.dns_stuck_after,
-            ),
-            route_check: crate::route_check::RouteCheck::default(),
-            events: 0,
-            decode_errors: 0,
-        },
+            service_window: args.pipeline.service_window,
+            dns_timeout: args.pipeline.dns_timeout,
+            dns_stuck_after: args.pipeline.dns_stuck_after,
+        }),
         dumper,
         reported_drops: 0,
         conntrack_failed: false,
@@ -231,19 +217,8 @@ async fn event_loop(
                 }
             }
             _ = dns_tick.tick() => {
-                let stages = &mut pipeline.stages;
-                let records = stages.dns.tick(
-                    &mut kernel.dns,
-                    monotonic_now_ns(),
-                    &mut stages.enricher,
-                    &stages.filter,
-                );
-                for record in &records {
-                    sink.write(record)?;
-                }
-                if !records.is_empty() {
-                    sink.flush()?;
-                }
+                pipeline.dns_tick(kernel, sink)?;
+                sink.flush()?;
             }
             _ = stats_tick.tick() => {
                 pipeline.stages.flows.expire(monotonic_now_ns());
@@ -307,24 +282,21 @@ fn drain(
 }
 
 impl Pipeline {
+    /// Expired DNS queries and the servers' healthy counts, from the kernel's maps.
+    fn dns_tick(&mut self, kernel: &mut KernelSide, sink: &mut dyn Sink) -> io::Result<()> {
+        let now_ns = monotonic_now_ns();
+        let expired = kernel.dns.take_expired(now_ns, self.stages.dns.timeout_ns);
+        let healthy = kernel.dns.healthy_totals();
+        self.stages.dns_tick(&healthy, expired, now_ns, sink)
+    }
+
     /// What is counted rather than sent one by one (healthy connects and DNS replies, the Services
     /// view), since the last call: every interval, and once more at exit so the last counts are not
     /// lost.
     fn write_counts(&mut self, kernel: &mut KernelSide, sink: &mut dyn Sink) -> io::Result<()> {
-        let stages = &mut self.stages;
-        for record in stages
-            .dns
-            .healthy_records(&mut stages.enricher, &stages.filter)
-        {
-            sink.write(&record)?;
-        }
-        for record in self.healthy_records(kernel) {
-            sink.write(&record)?;
-        }
-        for record in self.service_records() {
-            sink.write(&record)?;
-        }
-        Ok(())
+        let dump = self.conntrack_dump();
+        self.stages
+            .write_counts(kernel.healthy.deltas(), dump, sink)
     }
 
     /// At exit: a last DNS tick (it reads the DNS counts from the kernel, or the replies since the
@@ -334,21 +306,13 @@ impl Pipeline {
         kernel: &mut KernelSide,
         sink: &mut dyn Sink,
     ) -> io::Result<()> {
-        let stages = &mut self.stages;
-        for record in stages.dns.tick(
-            &mut kernel.dns,
-            monotonic_now_ns(),
-            &mut stages.enricher,
-            &stages.filter,
-        ) {
-            sink.write(&record)?;
-        }
+        self.dns_tick(kernel, sink)?;
         self.write_counts(kernel, sink)
     }
 
-    /// Takes what the conntrack thread found since the last tick, then the per-Service view.
-    fn service_records(&mut self) -> Vec<Record> {
-        let mut records = Vec::new();
+    /// What the conntrack thread found since the last call; a failed dump is said once.
+    fn conntrack_dump(&mut self) -> ConntrackDump {
+        let mut dump = ConntrackDump::default();
         while let Ok(result) = self.dumper.results.try_recv() {
             match result {
                 DumpResult::Summary {
@@ -356,16 +320,8 @@ impl Pipeline {
                     answered,
                     stale,
                 } => {
-                    for (service, backend, n) in answered {
-                        if self
-                            .stages
-                            .filter
-                            .matches(&[(service.ip(), service.port())])
-                        {
-                            self.stages.services.established(at, service, backend, n);
-                        }
-                    }
-                    records.extend(stale.into_iter().map(Record::StaleNat));
+                    dump.answered.push((at, answered));
+                    dump.stale.extend(stale);
                 }
                 DumpResult::Failed(e) if !self.conntrack_failed => {
                     eprintln!("tracer: warning: conntrack dump failed: {e}");
@@ -374,86 +330,19 @@ impl Pipeline {
                 DumpResult::Failed(_) => {}
             }
         }
-        let time = rfc3339(std::time::SystemTime::now());
-        let services = self.stages.services.records(Instant::now(), &time);
-        records.extend(services.into_iter().map(Record::Service));
-        records
+        dump
     }
 
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "a mean in milliseconds needs no 64-bit precision"
-    )]
-    fn healthy_records(&mut self, kernel: &mut KernelSide) -> Vec<Record> {
-        let time = rfc3339(std::time::SystemTime::now());
-        let mut records = Vec::new();
-        for (key, stats) in kernel.healthy.deltas() {
-            let endpoint = key.dst;
-            let Some(ip) = ip_from_kernel(endpoint.family, endpoint.addr) else {
-                continue;
-            };
-            if !self.stages.filter.matches(&[(ip, endpoint.port)]) {
-                continue;
-            }
-            records.push(Record::Healthy(HealthyRecord {
-                time: time.clone(),
-                verdict: "established".into(),
-                dst: std::net::SocketAddr::new(ip, endpoint.port).to_string(),
-                pid: key.pid,
-                comm: comm_to_string(&stats.comm),
-                cgroup_id: stats.cgroup_id,
-                netns: self.stages.enricher.netns.name(endpoint.netns_inode),
-                netns_inode: endpoint.netns_inode,
-                established: stats.established,
-                mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
-                identity: self.stages.enricher.identities.healthy(
-                    stats.cgroup_id,
-                    std::net::SocketAddr::new(ip, endpoint.port),
-                ),
-            }));
-        }
-        records
-    }
-
-    fn stats(&mut self, kernel: &KernelSide, is_final: bool) -> StatsRecord {
+    fn stats(&mut self, kernel: &KernelSide, is_final: bool) -> crate::record::StatsRecord {
         let with_kernel = is_final || self.stats_written == 0;
         self.stats_written += 1;
-        let c = kernel.counters.read();
-        let destroyed = &self.stages.enricher.destroyed;
-        StatsRecord {
-            time: rfc3339(std::time::SystemTime::now()),
-            attempts: c.get(counter::ATTEMPTS_STARTED),
-            established_first_syn: c.get(counter::ESTABLISHED_FIRST_SYN),
-            answered_seen_late: c.get(counter::ANSWERED_SEEN_LATE),
-            events: self.stages.events,
-            open_flows: self.stages.flows.open_count() as u64,
-            dropped: Dropped {
-                ring_buffer_full: c.get(counter::RINGBUF_FULL),
-                attempts_map_full: c.get(counter::ATTEMPTS_MAP_FULL),
-                healthy_map_full: c.get(counter::HEALTHY_MAP_FULL),
-                decode_errors: self.stages.decode_errors,
-                expired_flows: self.stages.flows.expired,
-                conntrack_events_lost: destroyed.lost(),
-                dns_pending_full: c.get(counter::DNS_PENDING_FULL),
-                dns_ring_buffer_full: c.get(counter::DNS_RINGBUF_FULL),
-                dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
-                skipped_program_runs: kernel.skipped.read(),
-                end_unseen: c.get(counter::END_UNSEEN),
-            },
-            dns: DnsStats {
-                queries: c.get(counter::DNS_QUERIES),
-                healthy: c.get(counter::DNS_HEALTHY_REPLIES),
-                ..self.stages.dns.stats.clone()
-            },
-            conntrack: ConntrackStats {
-                destroy_events: destroyed.mode().name().into(),
-                destroy_events_subscribed: destroyed.is_open(),
-                refused_before_subscription: destroyed.refused_before_subscription,
-            },
-            kernel: with_kernel.then(|| kernel.capabilities.info()),
-            node: self.node.clone(),
+        crate::stats::record(
+            kernel,
+            &self.stages,
+            self.node.clone(),
+            with_kernel,
             is_final,
-        }
+        )
     }
 
     /// Drops are never silent: a line on stderr each time the total grows.

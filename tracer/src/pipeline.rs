@@ -1,22 +1,41 @@
-//! The path of one kernel record through the userspace stages, shared by live tracing (`live.rs`)
-//! and the throughput benchmark (`bench_pipeline.rs`), so the benchmark measures the live code:
-//! bytes -> `decode` -> `flows` -> destination `filter` -> Service/backend (`enrich`, `conntrack`)
-//! -> record -> `sink`.
-use std::{io, time::Instant};
+//! The path of every record through the userspace stages, shared by live tracing (`live.rs`) and
+//! the throughput benchmark (`bench_pipeline.rs`), so the benchmark measures the live code:
+//! bytes -> `decode` -> `flows` (TCP) or `dns` -> `enrich` (names, Service and backend) ->
+//! destination `filter` -> record -> `sink`. What the kernel counts rather than sends (healthy
+//! connects and DNS replies) and what conntrack dumps find take the same enrich, filter and sink.
+use std::{io, net::SocketAddr, time::Instant};
 
-use tracer_common::FLAG_NO_SYN;
+use tracer_common::{DnsEvent, FLAG_NO_SYN, HealthyKey, HealthyStats};
 
 use crate::{
-    conntrack::services::ServiceView,
-    decode::{KernelEvent, decode, ip_from_kernel},
-    dns::{DnsTracker, is_dns_record},
+    clock::{KernelClock, Timestamp},
+    conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
+    decode::{KernelEvent, decode, ip_from_kernel, read_record},
+    dns::{self, DnsTracker, Finding, is_dns_record},
     enrich::{Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
-    record::Record,
+    identity::Identities,
+    kernel::dns::{Expired, HealthyTotals},
+    netns::NetnsNames,
+    record::{Record, StaleNatRecord},
     route_check::RouteCheck,
+    service_view::ServiceView,
     sink::Sink,
 };
+
+/// What the stages are built from: the options of `trace` and `tui`, and what was opened for them.
+pub struct StageOptions {
+    pub clock: KernelClock,
+    pub identities: Identities,
+    /// The node's conntrack table, for Service backends; `None` when it cannot be read.
+    pub conntrack: Option<Conntrack>,
+    pub destroyed: DestroySubscription,
+    pub filter: DestinationFilter,
+    pub service_window: std::time::Duration,
+    pub dns_timeout: std::time::Duration,
+    pub dns_stuck_after: u32,
+}
 
 pub struct Stages {
     pub flows: FlowTable,
@@ -32,18 +51,40 @@ pub struct Stages {
 }
 
 impl Stages {
-    /// One ring-buffer record: at most one connect record written to `sink`.
+    pub fn new(options: StageOptions) -> Stages {
+        Stages {
+            flows: FlowTable::default(),
+            enricher: Enricher {
+                clock: options.clock,
+                netns: NetnsNames::new(),
+                identities: options.identities,
+                conntrack: options.conntrack,
+                destroyed: options.destroyed,
+            },
+            filter: options.filter,
+            services: ServiceView::new(options.service_window),
+            dns: DnsTracker::new(options.dns_timeout, options.dns_stuck_after),
+            route_check: RouteCheck::default(),
+            events: 0,
+            decode_errors: 0,
+        }
+    }
+
+    /// One ring-buffer record: at most one record written to `sink`.
     pub fn process(&mut self, bytes: &[u8], sink: &mut dyn Sink) -> io::Result<()> {
         self.events += 1;
         if is_dns_record(bytes) {
-            return match self.dns.reply(bytes, &mut self.enricher, &self.filter) {
-                Ok(Some(record)) => sink.write(&record),
-                Ok(None) => Ok(()),
-                Err(_) => {
-                    self.decode_errors += 1;
-                    Ok(())
-                }
+            let Ok(ev) = read_record::<DnsEvent>(bytes) else {
+                self.decode_errors += 1;
+                return Ok(());
             };
+            let query = dns::queries::Query {
+                key: ev.key,
+                pending: ev.query,
+            };
+            let via = self.enricher.dns_service_server(&query);
+            let finding = self.dns.reply(&ev, via);
+            return self.write_dns(finding, sink);
         }
         let Ok(mut event) = decode(bytes) else {
             self.decode_errors += 1;
@@ -54,26 +95,122 @@ impl Stages {
             && attempt.flags & FLAG_NO_SYN != 0
             && let Some(ip) = ip_from_kernel(attempt.family, attempt.daddr)
         {
-            let dst = std::net::SocketAddr::new(ip, attempt.dport);
+            let dst = SocketAddr::new(ip, attempt.dport);
             *error = self
                 .route_check
                 .errno(attempt.netns_inode, attempt.pid, attempt.tid, dst);
         }
         let flow = self.flows.apply(event);
         let (dst, dialed) = destinations(&flow);
-        let dialed = dialed.unwrap_or(dst);
-        if !self
-            .filter
-            .matches(&[(dst.ip(), dst.port()), (dialed.ip(), dialed.port())])
-        {
+        if !self.filter.matches(&[dst, dialed.unwrap_or(dst)]) {
             return Ok(());
         }
         let via = self.enricher.service_backend(&flow);
         if let (Some(v), true) = (via, flow.is_final) {
             self.services
-                .record(Instant::now(), v.service, v.backend, flow.verdict.name());
+                .record(Instant::now(), v.service, v.backend, flow.verdict.kind());
         }
         let record = self.enricher.connect_record(&flow, via);
         sink.write(&Record::Connect(record))
     }
+
+    /// A DNS tick: the queries the kernel side took out as expired, with the servers' healthy
+    /// totals; what needs a record is written.
+    pub fn dns_tick(
+        &mut self,
+        healthy: &HealthyTotals,
+        expired: Vec<Expired>,
+        now_ns: u64,
+        sink: &mut dyn Sink,
+    ) -> io::Result<()> {
+        let enricher = &mut self.enricher;
+        let findings = self
+            .dns
+            .tick(healthy, expired, now_ns, |q| enricher.dns_service_server(q));
+        for finding in findings {
+            self.write_dns(finding, sink)?;
+        }
+        Ok(())
+    }
+
+    fn write_dns(&mut self, finding: Finding, sink: &mut dyn Sink) -> io::Result<()> {
+        match finding {
+            Finding::Query {
+                query,
+                outcome,
+                at_ns,
+                via,
+            } => {
+                let server = query.server();
+                let mut dests = vec![server];
+                dests.extend(query.dialed());
+                dests.extend(via.map(|(_, backend)| backend));
+                if !self.filter.matches(&dests) {
+                    return Ok(());
+                }
+                if query.question().is_err() {
+                    self.dns.stats.malformed += 1;
+                }
+                let record = self.enricher.dns_record(&query, outcome, at_ns, via);
+                sink.write(&Record::Dns(record))
+            }
+            Finding::StuckSocket(stuck) => {
+                let q = &stuck.latest;
+                if !self.filter.matches(&[q.server, q.service]) {
+                    return Ok(());
+                }
+                self.dns.stats.stuck_sockets += 1;
+                let record = self.enricher.dns_stuck_record(&stuck);
+                sink.write(&Record::DnsStuckSocket(record))
+            }
+        }
+    }
+
+    /// What the kernel counted rather than sent, since the last call: healthy connects (from the
+    /// kernel's per-destination counts) and DNS replies, then the Services view with the answered
+    /// connects and stale NAT entries conntrack's dump found.
+    pub fn write_counts(
+        &mut self,
+        healthy: Vec<(HealthyKey, HealthyStats)>,
+        conntrack: ConntrackDump,
+        sink: &mut dyn Sink,
+    ) -> io::Result<()> {
+        let time = Timestamp(std::time::SystemTime::now());
+        for h in self.dns.take_healthy() {
+            if let Some(record) = self.enricher.dns_healthy_record(&h, time)
+                && self.filter.matches(&[record.server])
+            {
+                sink.write(&Record::DnsHealthy(record))?;
+            }
+        }
+        for (key, stats) in healthy {
+            if let Some(record) = self.enricher.healthy_record(&key, &stats, time)
+                && self.filter.matches(&[record.dst])
+            {
+                sink.write(&Record::Healthy(record))?;
+            }
+        }
+        for (at, answered) in conntrack.answered {
+            for (service, backend, n) in answered {
+                if self.filter.matches(&[service]) {
+                    self.services.established(at, service, backend, n);
+                }
+            }
+        }
+        for record in conntrack.stale {
+            sink.write(&Record::StaleNat(record))?;
+        }
+        for record in self.services.records(Instant::now(), time) {
+            sink.write(&Record::Service(record))?;
+        }
+        Ok(())
+    }
+}
+
+/// What conntrack's dumps found since the last report: answered connects per Service and backend
+/// (with the time of their dump), and entries stuck unreplied.
+#[derive(Debug, Default)]
+pub struct ConntrackDump {
+    pub answered: Vec<(Instant, Answered)>,
+    pub stale: Vec<StaleNatRecord>,
 }

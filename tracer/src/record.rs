@@ -1,6 +1,33 @@
 //! The records the tracer reports: one type per JSON-lines record kind (see `sink/json.rs` for the
 //! schema as a user reads it). Text mode, the JSON sink and `replay` all use these types.
+use std::net::SocketAddr;
+
 use serde::{Deserialize, Serialize};
+
+pub use crate::clock::Timestamp;
+use crate::{
+    dns::queries::DnsVerdict,
+    verdict::{Errno, Verdict, VerdictKind},
+};
+
+/// Serde for types whose JSON form is their text (`Display` out, `FromStr` in).
+macro_rules! serde_as_text {
+    ($($t:ty),+) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    )+};
+}
+pub(crate) use serde_as_text;
 
 /// Version of the JSON-lines schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -29,32 +56,32 @@ pub struct Line {
 /// A connect attempt that needs attention: live (`final: false`, verdict `unanswered`) or ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnectRecord {
-    pub time: String,
-    pub verdict: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
+    pub time: Timestamp,
+    /// `verdict` and `cause`.
+    #[serde(flatten)]
+    pub verdict: Verdict,
     #[serde(rename = "final")]
     pub is_final: bool,
     /// `ip:port`; the port is 0 if the kernel had not assigned it yet.
-    pub src: String,
+    pub src: SocketAddr,
     /// Destination as the socket knows it (the backend when a socket-level load balancer rewrote it).
-    pub dst: String,
+    pub dst: SocketAddr,
     /// What the application passed to `connect()`, only when it differs from `dst`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialed: Option<String>,
+    pub dialed: Option<SocketAddr>,
     /// The Service address the application meant, when load balancing was seen: the dialled address
     /// (socket-level LB) or the socket's destination that conntrack DNAT'd (kube-proxy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<String>,
+    pub service: Option<SocketAddr>,
     /// The backend the connect was actually sent to, when `service` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<SocketAddr>,
     /// SYNs sent: 1 + retransmits.
     pub syns: u16,
     /// Time in `SYN_SENT` so far (live) or in all (final).
     pub syn_sent_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errno: Option<String>,
+    pub errno: Option<Errno>,
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
@@ -79,9 +106,10 @@ pub struct ConnectRecord {
 /// such record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HealthyRecord {
-    pub time: String,
-    pub verdict: String,
-    pub dst: String,
+    pub time: Timestamp,
+    /// Always `established`.
+    pub verdict: VerdictKind,
+    pub dst: SocketAddr,
     pub pid: u32,
     pub comm: String,
     pub cgroup_id: u64,
@@ -100,8 +128,8 @@ pub struct HealthyRecord {
 /// Per Service, per backend: the verdicts of the connects of the last `window_s` seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServiceRecord {
-    pub time: String,
-    pub service: String,
+    pub time: Timestamp,
+    pub service: SocketAddr,
     pub window_s: u64,
     /// Worst first.
     pub backends: Vec<BackendShare>,
@@ -114,9 +142,9 @@ pub struct ServiceRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackendShare {
-    pub backend: String,
-    /// Count per verdict name (`established`, `abandoned`, `refused`, ...).
-    pub verdicts: std::collections::BTreeMap<String, u64>,
+    pub backend: SocketAddr,
+    /// Count per verdict (`established`, `abandoned`, `refused`, ...).
+    pub verdicts: std::collections::BTreeMap<VerdictKind, u64>,
     pub total: u64,
     pub failing: u64,
 }
@@ -125,11 +153,11 @@ pub struct BackendShare {
 /// `conntrack -E` shows raw, reported once per entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StaleNatRecord {
-    pub time: String,
+    pub time: Timestamp,
     pub original: Tuple,
     pub reply: Tuple,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<SocketAddr>,
     pub state: String,
     /// At least this old: first seen by the tracer this long ago.
     pub age_s: u64,
@@ -139,33 +167,33 @@ pub struct StaleNatRecord {
 /// One direction of a conntrack entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tuple {
-    pub src: String,
-    pub dst: String,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
 }
 
 /// One UDP DNS query that needs attention: `slow` or `error` (answered), `unanswered`, `refused`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DnsRecord {
-    pub time: String,
-    pub verdict: String,
+    pub time: Timestamp,
+    pub verdict: DnsVerdict,
     /// Question name, `None` when the question did not parse.
     pub name: Option<String>,
     /// Question type (`A`, `AAAA`, ...).
     pub qtype: Option<String>,
     pub id: u16,
     /// `ip:port` the query was sent to (after DNAT in the sender's own namespace).
-    pub server: String,
+    pub server: SocketAddr,
     /// What a connected socket was connected to (a Service address), when it differs from `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialed: Option<String>,
+    pub dialed: Option<SocketAddr>,
     /// The Service address the query was meant for, when load balancing was seen: `dialed` (DNAT in
     /// the sender's namespace), or `server` when conntrack DNAT'd it (kube-proxy on the node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<String>,
+    pub service: Option<SocketAddr>,
     /// The DNS server the query was actually sent to, when `service` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
-    pub client: String,
+    pub backend: Option<SocketAddr>,
+    pub client: SocketAddr,
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
@@ -197,9 +225,9 @@ pub struct DnsRecord {
 /// in the kernel, never sent one by one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DnsHealthyRecord {
-    pub time: String,
+    pub time: Timestamp,
     /// The replies' source as the sockets saw it (a Service address after un-NAT).
-    pub server: String,
+    pub server: SocketAddr,
     pub netns: String,
     /// The namespace's nsfs inode number (`ls -l /proc/PID/ns/net`). Recordings made before it
     /// replaced the netns cookie call it `netns_cookie`.
@@ -213,7 +241,7 @@ pub struct DnsHealthyRecord {
 /// the same server or Service were answered: the socket is glued to a dead server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DnsStuckSocketRecord {
-    pub time: String,
+    pub time: Timestamp,
     pub pid: u32,
     pub comm: String,
     pub netns: String,
@@ -222,14 +250,14 @@ pub struct DnsStuckSocketRecord {
     #[serde(alias = "netns_cookie")]
     pub netns_inode: u64,
     pub socket_cookie: u64,
-    pub client: String,
+    pub client: SocketAddr,
     /// The server the socket's queries went to, which does not answer.
-    pub server: String,
+    pub server: SocketAddr,
     /// The Service (connected address) other sockets reach, when it differs from `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<String>,
+    pub service: Option<SocketAddr>,
     /// Time the first lost query of the run was sent.
-    pub since: String,
+    pub since: Timestamp,
     /// Queries lost in a row.
     pub lost: u32,
     /// Replies other sockets got from the server or Service since then.
@@ -255,7 +283,7 @@ pub struct DnsStats {
 /// Tracer health: totals since start, and everything that was lost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsRecord {
-    pub time: String,
+    pub time: Timestamp,
     /// Connect attempts the kernel side followed.
     pub attempts: u64,
     /// Of those, answered on the first SYN (counted, not sent one by one).

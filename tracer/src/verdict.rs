@@ -2,13 +2,12 @@
 //!
 //! Each variant documents what the kernel saw and why that is the verdict; `explain` is the one plain
 //! sentence shown in text mode, JSON and the TUI (the sentence that ended the incidents we build for).
-use std::{fmt, time::Duration};
+use std::{fmt, str::FromStr, time::Duration};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a refused connect was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RefusedBy {
     /// A RST came back: the host is up, nothing listens on the port.
     Rst,
@@ -17,15 +16,16 @@ pub enum RefusedBy {
 }
 
 /// What kind of unreachable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unreachable {
     Host,
     Network,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
+/// A connect's verdict with its cause. In records it is two fields: `verdict` (its kind) and
+/// `cause`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "VerdictFields", try_from = "VerdictFields")]
 pub enum Verdict {
     /// Answered on the first SYN. Counted in the kernel, reported per destination.
     Established,
@@ -82,49 +82,47 @@ impl Verdict {
         }
     }
 
-    /// Short name, as in JSON `verdict`.
-    pub fn name(self) -> &'static str {
+    /// The verdict without its cause, as in JSON `verdict`.
+    pub fn kind(self) -> VerdictKind {
         match self {
-            Verdict::Established => "established",
-            Verdict::Slow => "slow",
-            Verdict::Unanswered => "unanswered",
-            Verdict::Refused { .. } => "refused",
-            Verdict::Unreachable { .. } => "unreachable",
-            Verdict::TimedOut => "timed_out",
-            Verdict::Abandoned => "abandoned",
-            Verdict::Failed { .. } => "failed",
+            Verdict::Established => VerdictKind::Established,
+            Verdict::Slow => VerdictKind::Slow,
+            Verdict::Unanswered => VerdictKind::Unanswered,
+            Verdict::Refused { .. } => VerdictKind::Refused,
+            Verdict::Unreachable { .. } => VerdictKind::Unreachable,
+            Verdict::TimedOut => VerdictKind::TimedOut,
+            Verdict::Abandoned => VerdictKind::Abandoned,
+            Verdict::Failed { .. } => VerdictKind::Failed,
         }
     }
 
-    /// The cause qualifier, as in JSON `cause` (`rst`, `icmp`, `host`, `network`, an errno name).
-    pub fn cause(self) -> Option<String> {
+    /// Short name, as in JSON `verdict`.
+    pub fn name(self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// The cause qualifier, as in JSON `cause`.
+    pub fn cause(self) -> Option<Cause> {
         match self {
-            Verdict::Refused { by: RefusedBy::Rst } => Some("rst".into()),
+            Verdict::Refused { by: RefusedBy::Rst } => Some(Cause::Rst),
             Verdict::Refused {
                 by: RefusedBy::Icmp,
-            } => Some("icmp".into()),
+            } => Some(Cause::Icmp),
             Verdict::Unreachable {
                 kind: Unreachable::Host,
-            } => Some("host".into()),
+            } => Some(Cause::Host),
             Verdict::Unreachable {
                 kind: Unreachable::Network,
-            } => Some("network".into()),
-            Verdict::Failed { errno: 0 } => Some("no_syn".into()),
-            Verdict::Failed { errno } => Some(errno_name(errno)),
+            } => Some(Cause::Network),
+            Verdict::Failed { errno: 0 } => Some(Cause::NoSyn),
+            Verdict::Failed { errno } => Some(Cause::Errno(Errno(errno))),
             _ => None,
         }
     }
 
     /// How bad it is, for ranking: black holes first, then refusals, then slowness.
     pub fn severity(self) -> u8 {
-        match self {
-            Verdict::Unanswered | Verdict::TimedOut | Verdict::Abandoned => 5,
-            Verdict::Unreachable { .. } => 4,
-            Verdict::Refused { .. } => 3,
-            Verdict::Failed { .. } => 2,
-            Verdict::Slow => 1,
-            Verdict::Established => 0,
-        }
+        self.kind().severity()
     }
 
     /// One plain sentence: what happened and what it usually means.
@@ -179,8 +177,19 @@ impl Verdict {
                  application got the errno."
             ),
             Verdict::Failed { errno } => {
-                format!("The connect to {dst} failed with {}.", errno_name(errno))
+                format!("The connect to {dst} failed with {}.", Errno(errno))
             }
+        }
+    }
+}
+
+impl Verdict {
+    /// `[REFUSED rst]`, `[ABANDONED]`: how text output and timelines lead a line.
+    pub fn tag(self) -> String {
+        let name = self.name().to_uppercase();
+        match self.cause() {
+            Some(cause) => format!("[{name} {cause}]"),
+            None => format!("[{name}]"),
         }
     }
 }
@@ -194,19 +203,202 @@ impl fmt::Display for Verdict {
     }
 }
 
-pub fn errno_name(errno: i32) -> String {
-    match errno {
-        libc::ECONNREFUSED => "ECONNREFUSED".into(),
-        libc::ECONNRESET => "ECONNRESET".into(),
-        libc::EHOSTUNREACH => "EHOSTUNREACH".into(),
-        libc::ENETUNREACH => "ENETUNREACH".into(),
-        libc::ETIMEDOUT => "ETIMEDOUT".into(),
-        libc::EACCES => "EACCES".into(),
-        libc::EPERM => "EPERM".into(),
-        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL".into(),
-        n => format!("errno {n}"),
+/// The `verdict` and `cause` fields of a record, as they are written.
+#[derive(Serialize, Deserialize)]
+struct VerdictFields {
+    verdict: VerdictKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cause: Option<Cause>,
+}
+
+impl From<Verdict> for VerdictFields {
+    fn from(v: Verdict) -> VerdictFields {
+        VerdictFields {
+            verdict: v.kind(),
+            cause: v.cause(),
+        }
     }
 }
+
+impl TryFrom<VerdictFields> for Verdict {
+    type Error = String;
+
+    fn try_from(f: VerdictFields) -> Result<Verdict, String> {
+        Ok(match (f.verdict, f.cause) {
+            (VerdictKind::Established, None) => Verdict::Established,
+            (VerdictKind::Slow, None) => Verdict::Slow,
+            (VerdictKind::Unanswered, None) => Verdict::Unanswered,
+            (VerdictKind::TimedOut, None) => Verdict::TimedOut,
+            (VerdictKind::Abandoned, None) => Verdict::Abandoned,
+            (VerdictKind::Refused, Some(Cause::Rst)) => Verdict::Refused { by: RefusedBy::Rst },
+            (VerdictKind::Refused, Some(Cause::Icmp)) => Verdict::Refused {
+                by: RefusedBy::Icmp,
+            },
+            (VerdictKind::Unreachable, Some(Cause::Host)) => Verdict::Unreachable {
+                kind: Unreachable::Host,
+            },
+            (VerdictKind::Unreachable, Some(Cause::Network)) => Verdict::Unreachable {
+                kind: Unreachable::Network,
+            },
+            (VerdictKind::Failed, Some(Cause::NoSyn)) => Verdict::Failed { errno: 0 },
+            (VerdictKind::Failed, Some(Cause::Errno(Errno(errno)))) => Verdict::Failed { errno },
+            (kind, None) => return Err(format!("verdict `{kind}` needs a cause")),
+            (kind, Some(cause)) => {
+                return Err(format!("`{cause}` is not a cause of verdict `{kind}`"));
+            }
+        })
+    }
+}
+
+/// A verdict without its cause, as in JSON `verdict`. Declared in name order, so maps keyed by it
+/// list the names sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Abandoned,
+    Established,
+    Failed,
+    Refused,
+    Slow,
+    TimedOut,
+    Unanswered,
+    Unreachable,
+}
+
+impl VerdictKind {
+    /// Worst first: the order the TUI counts them in and cycles through them.
+    pub const BY_SEVERITY: [VerdictKind; 8] = [
+        VerdictKind::Unanswered,
+        VerdictKind::Abandoned,
+        VerdictKind::TimedOut,
+        VerdictKind::Unreachable,
+        VerdictKind::Refused,
+        VerdictKind::Failed,
+        VerdictKind::Slow,
+        VerdictKind::Established,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VerdictKind::Abandoned => "abandoned",
+            VerdictKind::Established => "established",
+            VerdictKind::Failed => "failed",
+            VerdictKind::Refused => "refused",
+            VerdictKind::Slow => "slow",
+            VerdictKind::TimedOut => "timed_out",
+            VerdictKind::Unanswered => "unanswered",
+            VerdictKind::Unreachable => "unreachable",
+        }
+    }
+
+    /// How bad it is, for ranking: black holes, then unreachable, refused, failed, slow.
+    pub fn severity(self) -> u8 {
+        match self {
+            VerdictKind::Unanswered | VerdictKind::TimedOut | VerdictKind::Abandoned => 5,
+            VerdictKind::Unreachable => 4,
+            VerdictKind::Refused => 3,
+            VerdictKind::Failed => 2,
+            VerdictKind::Slow => 1,
+            VerdictKind::Established => 0,
+        }
+    }
+
+    /// The connect did not get through (answered late counts as through).
+    pub fn is_failing(self) -> bool {
+        !matches!(self, VerdictKind::Established | VerdictKind::Slow)
+    }
+
+    /// The SYN went nowhere: unanswered, abandoned, timed out.
+    pub fn is_black_hole(self) -> bool {
+        self.severity() == 5
+    }
+}
+
+impl fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What qualifies a verdict, as in JSON `cause`: `rst`, `icmp`, `host`, `network`, `no_syn`, or
+/// the errno of a failed connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cause {
+    Rst,
+    Icmp,
+    Host,
+    Network,
+    NoSyn,
+    Errno(Errno),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Rst => f.write_str("rst"),
+            Cause::Icmp => f.write_str("icmp"),
+            Cause::Host => f.write_str("host"),
+            Cause::Network => f.write_str("network"),
+            Cause::NoSyn => f.write_str("no_syn"),
+            Cause::Errno(e) => e.fmt(f),
+        }
+    }
+}
+
+impl FromStr for Cause {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Cause, String> {
+        Ok(match s {
+            "rst" => Cause::Rst,
+            "icmp" => Cause::Icmp,
+            "host" => Cause::Host,
+            "network" => Cause::Network,
+            "no_syn" => Cause::NoSyn,
+            other => Cause::Errno(other.parse()?),
+        })
+    }
+}
+
+/// An errno as records name it: `ECONNREFUSED`, or `errno 113` for one without a name here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Errno(pub i32);
+
+const ERRNO_NAMES: [(i32, &str); 8] = [
+    (libc::ECONNREFUSED, "ECONNREFUSED"),
+    (libc::ECONNRESET, "ECONNRESET"),
+    (libc::EHOSTUNREACH, "EHOSTUNREACH"),
+    (libc::ENETUNREACH, "ENETUNREACH"),
+    (libc::ETIMEDOUT, "ETIMEDOUT"),
+    (libc::EACCES, "EACCES"),
+    (libc::EPERM, "EPERM"),
+    (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
+];
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match ERRNO_NAMES.iter().find(|(n, _)| *n == self.0) {
+            Some((_, name)) => f.write_str(name),
+            None => write!(f, "errno {}", self.0),
+        }
+    }
+}
+
+impl FromStr for Errno {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Errno, String> {
+        if let Some((n, _)) = ERRNO_NAMES.iter().find(|(_, name)| *name == s) {
+            return Ok(Errno(*n));
+        }
+        s.strip_prefix("errno ")
+            .and_then(|n| n.parse().ok())
+            .map(Errno)
+            .ok_or_else(|| format!("`{s}` is not a cause or an errno name"))
+    }
+}
+
+crate::record::serde_as_text!(Cause, Errno);
 
 /// `1.2s`, `350ms`: readable at a glance.
 pub fn format_duration(d: Duration) -> String {

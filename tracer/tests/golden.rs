@@ -11,19 +11,11 @@ use std::{
 use tracer::{
     args::SummaryArgs,
     clock::KernelClock,
-    conntrack::{
-        services::ServiceView,
-        subscription::{DestroyEventsMode, DestroySubscription},
-    },
-    dns::DnsTracker,
-    enrich::Enricher,
+    conntrack::subscription::{DestroyEventsMode, DestroySubscription},
     filter::DestinationFilter,
-    flows::FlowTable,
     identity::Identities,
-    netns::NetnsNames,
-    pipeline::Stages,
+    pipeline::{StageOptions, Stages},
     record::Line,
-    route_check::RouteCheck,
     sink::{Sink, json::JsonSink, text::TextSink},
 };
 use tracer_common::{
@@ -114,26 +106,16 @@ fn boot() -> SystemTime {
 }
 
 fn stages() -> Stages {
-    Stages {
-        flows: FlowTable::default(),
-        enricher: Enricher {
-            clock: KernelClock::with_boot(boot()),
-            netns: NetnsNames::new(),
-            conntrack: None,
-            destroyed: DestroySubscription::start(None, DestroyEventsMode::Never),
-            identities: Identities::new(None, None),
-            last_time: (0, String::new()),
-        },
-        filter: DestinationFilter {
-            cidrs: Vec::new(),
-            ports: Vec::new(),
-        },
-        services: ServiceView::new(Duration::from_mins(1)),
-        dns: DnsTracker::new(Duration::from_secs(2), 3),
-        route_check: RouteCheck::default(),
-        events: 0,
-        decode_errors: 0,
-    }
+    Stages::new(StageOptions {
+        clock: KernelClock::with_boot(boot()),
+        identities: Identities::new(None, None),
+        conntrack: None,
+        destroyed: DestroySubscription::start(None, DestroyEventsMode::Never),
+        filter: DestinationFilter::default(),
+        service_window: Duration::from_mins(1),
+        dns_timeout: Duration::from_secs(2),
+        dns_stuck_after: 3,
+    })
 }
 
 fn kernel_addr(ip: IpAddr) -> ([u8; 16], u16) {

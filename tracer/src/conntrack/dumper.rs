@@ -11,14 +11,17 @@ use std::{
 use hashbrown::{HashMap, HashSet};
 
 use super::{netlink::Conntrack, stale::StaleNat};
-use crate::{clock::rfc3339, record::StaleNatRecord};
+use crate::{clock::Timestamp, record::StaleNatRecord};
+
+/// (Service, backend, connects answered since the previous dump).
+pub type Answered = Vec<(SocketAddr, SocketAddr, u64)>;
 
 /// What one dump says.
 pub enum DumpResult {
     Summary {
         at: Instant,
         /// (Service, backend) -> connects answered since the previous dump.
-        answered: Vec<(SocketAddr, SocketAddr, u64)>,
+        answered: Answered,
         stale: Vec<StaleNatRecord>,
     },
     Failed(String),
@@ -69,7 +72,7 @@ fn run(
         let now = Instant::now();
         let result = match conntrack.dump() {
             Ok(entries) => {
-                let time = rfc3339(SystemTime::now());
+                let time = Timestamp(SystemTime::now());
                 let mut answered: HashMap<(SocketAddr, SocketAddr), u64> = HashMap::new();
                 let replied: HashSet<u32> = entries
                     .iter()
@@ -90,7 +93,7 @@ fn run(
                 DumpResult::Summary {
                     at: now,
                     answered: answered.into_iter().map(|((s, b), n)| (s, b, n)).collect(),
-                    stale: stale.update(now, &entries, &time),
+                    stale: stale.update(now, &entries, time),
                 }
             }
             Err(e) => DumpResult::Failed(e.to_string()),

@@ -5,6 +5,5 @@
 pub mod dumper;
 pub mod events;
 pub mod netlink;
-pub mod services;
 pub mod stale;
 pub mod subscription;

@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 use hashbrown::{HashMap, HashSet};
 
 use super::netlink::{Entry, TcpState};
-use crate::record::{StaleNatRecord, Tuple};
+use crate::{
+    clock::Timestamp,
+    record::{StaleNatRecord, Tuple},
+};
 
 pub struct StaleNat {
     threshold: Duration,
@@ -25,7 +28,12 @@ impl StaleNat {
     }
 
     /// Takes a full dump; returns records for entries that just crossed the threshold.
-    pub fn update(&mut self, now: Instant, entries: &[Entry], time: &str) -> Vec<StaleNatRecord> {
+    pub fn update(
+        &mut self,
+        now: Instant,
+        entries: &[Entry],
+        time: Timestamp,
+    ) -> Vec<StaleNatRecord> {
         let unreplied: Vec<&Entry> = entries
             .iter()
             .filter(|e| !e.replied && e.tcp_state == Some(TcpState::SynSent))
@@ -45,20 +53,20 @@ impl StaleNat {
     }
 }
 
-fn record(e: &Entry, age: Duration, time: &str) -> StaleNatRecord {
+fn record(e: &Entry, age: Duration, time: Timestamp) -> StaleNatRecord {
     let backend = e.backend();
     let via = backend.map_or_else(String::new, |b| format!(" (DNAT to {b})"));
     StaleNatRecord {
-        time: time.to_string(),
+        time,
         original: Tuple {
-            src: e.original.src.to_string(),
-            dst: e.original.dst.to_string(),
+            src: e.original.src,
+            dst: e.original.dst,
         },
         reply: Tuple {
-            src: e.reply.src.to_string(),
-            dst: e.reply.dst.to_string(),
+            src: e.reply.src,
+            dst: e.reply.dst,
         },
-        backend: backend.map(|b| b.to_string()),
+        backend,
         state: "SYN_SENT".into(),
         age_s: age.as_secs(),
         explanation: format!(
@@ -104,10 +112,13 @@ mod tests {
         let mut stale = StaleNat::new(Duration::from_secs(5));
         let t = Instant::now();
         let dump = [entry(1, false), entry(2, true)];
-        assert!(stale.update(t, &dump, "x").is_empty());
-        let later = stale.update(t + Duration::from_secs(6), &dump, "x");
+        assert!(stale.update(t, &dump, Timestamp::default()).is_empty());
+        let later = stale.update(t + Duration::from_secs(6), &dump, Timestamp::default());
         assert_eq!(later.len(), 1);
-        assert_eq!(later[0].backend.as_deref(), Some("10.244.1.30:8080"));
+        assert_eq!(
+            later[0].backend.map(|b| b.to_string()).as_deref(),
+            Some("10.244.1.30:8080")
+        );
         assert!(
             later[0].explanation.contains("DNAT to 10.244.1.30:8080"),
             "{}",
@@ -115,7 +126,7 @@ mod tests {
         );
         assert!(
             stale
-                .update(t + Duration::from_secs(7), &dump, "x")
+                .update(t + Duration::from_secs(7), &dump, Timestamp::default())
                 .is_empty(),
             "once"
         );
@@ -125,16 +136,24 @@ mod tests {
     fn entries_that_go_away_are_forgotten() {
         let mut stale = StaleNat::new(Duration::from_secs(5));
         let t = Instant::now();
-        stale.update(t, &[entry(1, false)], "x");
-        stale.update(t + Duration::from_secs(1), &[], "x");
+        stale.update(t, &[entry(1, false)], Timestamp::default());
+        stale.update(t + Duration::from_secs(1), &[], Timestamp::default());
         // Back after going away: a new entry, whose age counts from its return, not from t.
         assert!(
             stale
-                .update(t + Duration::from_secs(6), &[entry(1, false)], "x")
+                .update(
+                    t + Duration::from_secs(6),
+                    &[entry(1, false)],
+                    Timestamp::default()
+                )
                 .is_empty(),
             "5 s after t but not after its return"
         );
-        let reported = stale.update(t + Duration::from_secs(12), &[entry(1, false)], "x");
+        let reported = stale.update(
+            t + Duration::from_secs(12),
+            &[entry(1, false)],
+            Timestamp::default(),
+        );
         assert_eq!(reported.len(), 1, "reported once 5 s past its return");
         assert_eq!(reported[0].age_s, 6, "{:?}", reported[0]);
     }

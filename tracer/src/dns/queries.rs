@@ -7,6 +7,33 @@ use tracer_common::{DnsKey, PendingDns, SockError};
 use super::wire::{self, Question, WireError};
 use crate::decode::{comm_to_string, ip_from_kernel};
 
+/// The verdict of a DNS query that needs attention, as in JSON `verdict`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DnsVerdict {
+    /// Answered with NOERROR, but slower than `--dns-slow`.
+    Slow,
+    /// Answered with another RCODE.
+    Error,
+    /// No reply within `--dns-timeout`.
+    Unanswered,
+    /// The socket was told `ECONNREFUSED` (an ICMP port-unreachable).
+    Refused,
+}
+
+impl DnsVerdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            DnsVerdict::Slow => "slow",
+            DnsVerdict::Error => "error",
+            DnsVerdict::Unanswered => "unanswered",
+            DnsVerdict::Refused => "refused",
+        }
+    }
+}
+
 /// What became of a query that needs attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -23,12 +50,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn verdict(&self) -> &'static str {
+    pub fn verdict(&self) -> DnsVerdict {
         match self {
-            Outcome::Reply { rcode: 0, .. } => "slow",
-            Outcome::Reply { .. } => "error",
-            Outcome::Unanswered { .. } => "unanswered",
-            Outcome::Refused { .. } => "refused",
+            Outcome::Reply { rcode: 0, .. } => DnsVerdict::Slow,
+            Outcome::Reply { .. } => DnsVerdict::Error,
+            Outcome::Unanswered { .. } => DnsVerdict::Unanswered,
+            Outcome::Refused { .. } => DnsVerdict::Refused,
         }
     }
 }
@@ -114,8 +141,9 @@ pub fn expiry(
     (waited_ns >= timeout_ns).then_some(Outcome::Unanswered { waited_ns })
 }
 
-/// One sentence for the record.
-pub fn explanation(outcome: &Outcome, what: &str, server: SocketAddr) -> String {
+/// One sentence for the record. `server` as it is shown (with its Service when one was seen);
+/// `port` the port the query went to.
+pub fn explanation(outcome: &Outcome, what: &str, server: &str, port: u16) -> String {
     match outcome {
         Outcome::Reply {
             rcode: 0,
@@ -138,8 +166,7 @@ pub fn explanation(outcome: &Outcome, what: &str, server: SocketAddr) -> String 
             waited_ns / 1_000_000
         ),
         Outcome::Refused { .. } => format!(
-            "{server} refused {what}: ICMP port unreachable, nothing listens on port {} there.",
-            server.port()
+            "{server} refused {what}: ICMP port unreachable, nothing listens on port {port} there."
         ),
     }
 }

@@ -1,5 +1,6 @@
-//! The DNS side of the kernel programs, from userspace: the `cgroup_skb` hooks on the cgroup v2 root
-//! and the maps `dns/` reads (`PENDING_DNS`, `DNS_HEALTHY`, `DNS_SOCK_ERRORS`).
+//! The DNS side of the kernel programs, from userspace: the `cgroup_skb` hooks on the cgroup v2 root,
+//! and the maps swept for `dns/` (`PENDING_DNS`, `DNS_HEALTHY`, `DNS_SOCK_ERRORS`,
+//! `DNS_SOCK_ANSWERED`).
 use std::{fs::File, path::Path, time::Duration};
 
 use anyhow::{Context as _, anyhow};
@@ -9,6 +10,8 @@ use aya::{
     programs::{CgroupAttachMode, CgroupSkb, CgroupSkbAttachType},
 };
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
+
+use crate::dns::queries::{self, Outcome, Query};
 
 use super::{
     capabilities::{self, Capabilities},
@@ -50,10 +53,59 @@ pub fn config(slow_reply: Duration) -> DnsConfig {
 }
 
 pub struct DnsMaps {
-    pub pending: HashMap<MapData, DnsKey, PendingDns>,
-    pub healthy: PerCpuHashMap<MapData, Endpoint, DnsHealthyStats>,
-    pub sock_errors: HashMap<MapData, u64, SockError>,
-    pub sock_answered: HashMap<MapData, u64, u64>,
+    pending: HashMap<MapData, DnsKey, PendingDns>,
+    healthy: PerCpuHashMap<MapData, Endpoint, DnsHealthyStats>,
+    sock_errors: HashMap<MapData, u64, SockError>,
+    sock_answered: HashMap<MapData, u64, u64>,
+}
+
+/// A pending query taken out of the kernel's table: what became of it, and when its socket last
+/// got an answer (for the stuck-socket verdict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub query: Query,
+    pub outcome: Outcome,
+    pub socket_answered_ns: Option<u64>,
+}
+
+/// Per server: fast NOERROR replies and their summed latency, since the start.
+pub type HealthyTotals = hashbrown::HashMap<Endpoint, (u64, u64)>;
+
+impl DnsMaps {
+    /// Takes the queries that waited `timeout_ns` or whose socket was refused out of
+    /// `PENDING_DNS`, oldest first.
+    pub fn take_expired(&mut self, now_ns: u64, timeout_ns: u64) -> Vec<Expired> {
+        let mut expired = Vec::new();
+        for (key, pending) in self.pending.iter().flatten() {
+            let error = self.sock_errors.get(&key.socket_cookie, 0).ok();
+            if let Some(outcome) = queries::expiry(&pending, now_ns, timeout_ns, error) {
+                expired.push(Expired {
+                    query: Query { key, pending },
+                    outcome,
+                    socket_answered_ns: self.sock_answered.get(&key.socket_cookie, 0).ok(),
+                });
+            }
+        }
+        expired.sort_by_key(|e| e.query.pending.sent_ns);
+        for e in &expired {
+            let _ = self.pending.remove(&e.query.key);
+        }
+        expired
+    }
+
+    /// The healthy counts of every server, summed over CPUs.
+    pub fn healthy_totals(&self) -> HealthyTotals {
+        self.healthy
+            .iter()
+            .flatten()
+            .map(|(server, per_cpu)| {
+                let total = per_cpu.iter().fold((0, 0), |(n, ns), s| {
+                    (n + s.answered, ns + s.latency_ns_total)
+                });
+                (server, total)
+            })
+            .collect()
+    }
 }
 
 /// Loads and attaches the two `cgroup_skb` programs to the cgroup v2 root (unless `hooks` is false:

@@ -74,14 +74,11 @@ impl<W: Write> Sink for TextSink<W> {
 
 impl<W: Write> TextSink<W> {
     fn connect(&mut self, c: &ConnectRecord) -> io::Result<()> {
-        let tag = match &c.cause {
-            Some(cause) => format!("[{} {cause}]", c.verdict.to_uppercase()),
-            None => format!("[{}]", c.verdict.to_uppercase()),
-        };
+        let tag = c.verdict.tag();
         // The Service the app meant, then where the SYN actually went.
         let dst = match (&c.service, &c.backend) {
             (Some(service), Some(backend)) => format!("{service} backend={backend}"),
-            _ => c.dst.clone(),
+            _ => c.dst.to_string(),
         };
         writeln!(
             self.out,
@@ -120,7 +117,7 @@ impl<W: Write> TextSink<W> {
         writeln!(
             self.out,
             "{:<20} dns {} {} id={} {} -> {}{} pid={} comm={} netns={}\n{:<20} {}",
-            format!("[DNS {}]", d.verdict.to_uppercase()),
+            format!("[DNS {}]", d.verdict.name().to_uppercase()),
             d.name.as_deref().unwrap_or("?"),
             d.qtype.as_deref().unwrap_or("?"),
             d.id,
@@ -164,19 +161,20 @@ mod tests {
 
     pub fn refused_by_worker() -> ConnectRecord {
         ConnectRecord {
-            time: "2026-11-30T16:40:02.118Z".into(),
-            verdict: "refused".into(),
-            cause: Some("rst".into()),
+            time: "2026-11-30T16:40:02.118Z".parse().expect("time"),
+            verdict: crate::verdict::Verdict::Refused {
+                by: crate::verdict::RefusedBy::Rst,
+            },
             is_final: true,
-            src: "10.244.131.21:40522".into(),
-            dst: "10.244.154.32:8080".into(),
+            src: "10.244.131.21:40522".parse().expect("address"),
+            dst: "10.244.154.32:8080".parse().expect("address"),
             dialed: None,
             service: None,
             backend: None,
             dns: false,
             syns: 1,
             syn_sent_ms: 0,
-            errno: Some("ECONNREFUSED".into()),
+            errno: Some(crate::verdict::Errno(libc::ECONNREFUSED)),
             pid: 4242,
             tid: 4242,
             comm: "curl".into(),

@@ -9,7 +9,6 @@
 //! `replay.rs`.
 pub mod advice;
 pub mod app;
-mod dns;
 pub mod keys;
 pub mod state;
 pub mod summary;

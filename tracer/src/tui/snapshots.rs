@@ -328,7 +328,7 @@ fn the_fixtures_sentences_are_the_ones_verdict_rs_writes() {
             let cause = v["cause"].as_str().map(str::to_string);
             let verdict = candidates
                 .iter()
-                .find(|c| c.name() == name && c.cause() == cause)
+                .find(|c| c.name() == name && c.cause().map(|c| c.to_string()) == cause)
                 .unwrap_or_else(|| panic!("a verdict {name} {cause:?}"));
             let dst = v["dst"].as_str().expect("dst");
             let shown = v["dialed"]

@@ -3,10 +3,10 @@
 //! their failing share. Built on the same `State` as the TUI, so both rank alike.
 use std::{cmp::Reverse, fmt::Write as _};
 
-use super::{
-    advice::next_check,
-    state::{Row, State, severity},
-    view::short_duration,
+use super::{advice::next_check, state::State, view::short_duration};
+use crate::{
+    incidents::{row::Row, tally::Tally},
+    verdict::VerdictKind,
 };
 
 pub fn render(state: &State) -> String {
@@ -46,11 +46,11 @@ pub fn render(state: &State) -> String {
     // Resolved `unanswered` rows are left out: their flows are counted again in the rows of their ends.
     let mut rows: Vec<&Row> = model
         .rows()
-        .filter(|r| r.key.verdict != "established" && r.shown_count() > 0)
+        .filter(|r| r.key.verdict != VerdictKind::Established && r.shown_count() > 0)
         .collect();
     rows.sort_by_key(|r| {
         (
-            Reverse(severity(&r.key.verdict)),
+            Reverse(r.key.verdict.severity()),
             Reverse(r.shown_count()),
             &r.key,
         )
@@ -74,7 +74,7 @@ pub fn render(state: &State) -> String {
                     } else {
                         service.to_string()
                     },
-                    r.key.backend.clone(),
+                    r.key.backend.to_string(),
                 ]
             })
             .collect();
@@ -94,7 +94,7 @@ pub fn render(state: &State) -> String {
             let _ = writeln!(
                 out,
                 "      Check next: {}",
-                next_check(&row.key.verdict, row.key.cause.as_deref(), &row.key.backend)
+                next_check(row.key.verdict, row.key.cause, row.key.backend)
             );
         }
     }
@@ -140,7 +140,7 @@ fn push_row(out: &mut String, cells: &[String; 7], widths: &[usize; 7]) {
     out.push('\n');
 }
 
-fn tally_text(t: &super::state::Tally) -> String {
+fn tally_text(t: &Tally) -> String {
     let mut parts = vec![format!(
         "{:.0}% failing of {}",
         t.failing_share() * 100.0,

@@ -25,9 +25,18 @@ use ratatui::{
 use super::{
     advice::next_check,
     keys::HELP,
-    state::{Mark, Model, Row, State, Tally, View, severity},
+    state::{State, View},
 };
-use crate::record::ConnectRecord;
+use crate::{
+    clock::Timestamp,
+    incidents::{
+        Model,
+        row::{Mark, Row},
+        tally::Tally,
+    },
+    record::ConnectRecord,
+    verdict::VerdictKind,
+};
 
 /// Lines above and below the body: header (2), tabs (1), footer (1).
 const CHROME_LINES: u16 = 4;
@@ -71,8 +80,8 @@ pub fn page_rows(height: u16) -> usize {
 }
 
 /// The colour of a verdict, the same everywhere.
-fn verdict_style(verdict: &str) -> Style {
-    match severity(verdict) {
+fn verdict_style(verdict: VerdictKind) -> Style {
+    match verdict.severity() {
         5 => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
         4 => Style::new().fg(Color::Magenta),
         3 => Style::new().fg(Color::Yellow),
@@ -93,12 +102,14 @@ pub fn short_duration(d: Duration) -> String {
 }
 
 /// `16:40:02.118` from a record's RFC 3339 time.
-fn clock_of(time: &str) -> &str {
-    time.get(11..23).unwrap_or(time)
+/// `16:40:02.118`: the time of day of a record, in UTC as records are written.
+fn clock_of(time: Timestamp) -> String {
+    let text = time.to_string();
+    text.get(11..23).unwrap_or(&text).to_string()
 }
 
 fn clock_of_system(t: SystemTime) -> String {
-    clock_of(&crate::clock::rfc3339(t)).to_string()
+    clock_of(Timestamp(t))
 }
 
 /// `0.5`, `42`, `51.2k`: a rate that stays short.
@@ -278,7 +289,7 @@ impl Widget for FlowTable<'_> {
         let widest =
             |f: &dyn Fn(&Row) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0).clamp(7, 41);
         let service_w = widest(&|r| service_label(model, r).len());
-        let backend_w = widest(&|r| r.key.backend.len());
+        let backend_w = widest(&|r| r.key.backend.to_string().len());
         let verdict_w = widest(&|r| r.key.verdict_label().len()).min(20);
         // Wide terminals also get LAST (since last seen); 80 columns keep the essentials.
         let wide = area.width >= 100;
@@ -309,14 +320,14 @@ impl Widget for FlowTable<'_> {
             let verdict_style = if mark == Mark::Faded {
                 style
             } else {
-                verdict_style(&r.key.verdict)
+                verdict_style(r.key.verdict)
             };
             let mut cells = vec![
                 Line::from(mark_char(mark)),
                 Line::styled(r.key.verdict_label(), verdict_style),
                 Line::from(r.key.source_label()),
                 Line::from(service_label(model, r)),
-                Line::from(r.key.backend.clone()),
+                Line::from(r.key.backend.to_string()),
                 Line::from(r.syns.to_string()).right_aligned(),
                 Line::from(short_duration(r.age(now))).right_aligned(),
             ];
@@ -385,7 +396,7 @@ impl Widget for Detail<'_> {
         let ago = |t: SystemTime| short_duration(now.duration_since(t).unwrap_or_default());
         let mut lines = vec![
             Line::from(vec![
-                Span::styled(key.verdict_label(), verdict_style(&key.verdict)),
+                Span::styled(key.verdict_label(), verdict_style(key.verdict)),
                 Span::raw(format!(
                     "  {} -> {}{}",
                     key.source_label(),
@@ -400,7 +411,7 @@ impl Widget for Detail<'_> {
             Line::from(format!(
                 "flows {}{}  syns {}{}  first {} ({} ago)  last {} ({} ago)",
                 row.count,
-                if key.verdict == "unanswered" {
+                if key.verdict == VerdictKind::Unanswered {
                     format!(" (live {})", row.live)
                 } else {
                     String::new()
@@ -420,7 +431,7 @@ impl Widget for Detail<'_> {
             ]),
             Line::from(vec![
                 Span::styled("Check next: ", Style::new().bold()),
-                Span::raw(next_check(&key.verdict, key.cause.as_deref(), &key.backend)),
+                Span::raw(next_check(key.verdict, key.cause, key.backend)),
             ]),
             Line::raw(""),
         ];
@@ -462,21 +473,18 @@ impl Widget for Detail<'_> {
 
 /// One record as `conntrack -E` would print it, time first.
 fn timeline_line(c: &ConnectRecord) -> Line<'static> {
-    let tag = match &c.cause {
-        Some(cause) => format!("[{} {cause}]", c.verdict.to_uppercase()),
-        None => format!("[{}]", c.verdict.to_uppercase()),
-    };
-    let nat = match &c.dialed {
-        Some(dialed) if *dialed != c.dst => format!("{dialed} [dnat {}]", c.dst),
-        _ => c.dst.clone(),
+    let tag = c.verdict.tag();
+    let nat = match c.dialed {
+        Some(dialed) if dialed != c.dst => format!("{dialed} [dnat {}]", c.dst),
+        _ => c.dst.to_string(),
     };
     let errno = c
         .errno
         .as_ref()
         .map_or_else(String::new, |e| format!(" {e}"));
     Line::from(vec![
-        Span::raw(format!("{} ", clock_of(&c.time))),
-        Span::styled(tag, verdict_style(&c.verdict)),
+        Span::raw(format!("{} ", clock_of(c.time))),
+        Span::styled(tag, verdict_style(c.verdict.kind())),
         Span::raw(format!(
             " tcp {} -> {nat} syns={} {}ms{errno}",
             c.src, c.syns, c.syn_sent_ms
@@ -506,7 +514,7 @@ impl Widget for ServicesView<'_> {
         .style(Style::new().bold().underlined());
         let mut rows = Vec::new();
         for s in &services {
-            rows.push(tally_row(s.service.clone(), &s.total).style(Style::new().bold()));
+            rows.push(tally_row(s.service.to_string(), &s.total).style(Style::new().bold()));
             let single = s.backends.len() == 1 && s.backends[0].0 == s.service;
             if !single {
                 let last = s.backends.len().saturating_sub(1);
@@ -572,13 +580,13 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
                 .underlined(),
         );
         for n in stale {
-            let backend = n.backend.as_deref().unwrap_or(&n.reply.src);
+            let backend = n.backend.unwrap_or(n.reply.src);
             lines.push(Line::styled(
                 format!(
                     " {} -> {} (DNAT to {backend}) unreplied for {}s",
                     n.original.src, n.original.dst, n.age_s
                 ),
-                verdict_style("unanswered"),
+                verdict_style(VerdictKind::Unanswered),
             ));
         }
     }
@@ -586,7 +594,7 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
 }
 
 fn tally_row(name: String, t: &Tally) -> TableRow<'static> {
-    let num = |n: u64, verdict: &str| {
+    let num = |n: u64, verdict: VerdictKind| {
         let style = if n > 0 {
             verdict_style(verdict)
         } else {
@@ -602,12 +610,12 @@ fn tally_row(name: String, t: &Tally) -> TableRow<'static> {
     };
     TableRow::new(vec![
         Line::from(name),
-        num(t.ok, "established"),
-        num(t.slow, "slow"),
-        num(t.black_hole, "abandoned"),
-        num(t.refused, "refused"),
-        num(t.unreachable, "unreachable"),
-        num(t.failed, "failed"),
+        num(t.ok, VerdictKind::Established),
+        num(t.slow, VerdictKind::Slow),
+        num(t.black_hole, VerdictKind::Abandoned),
+        num(t.refused, VerdictKind::Refused),
+        num(t.unreachable, VerdictKind::Unreachable),
+        num(t.failed, VerdictKind::Failed),
         Line::styled(format!("{:.0}%", share * 100.0), share_style).right_aligned(),
     ])
 }
@@ -645,11 +653,11 @@ impl Widget for DnsView<'_> {
                 .style(Style::new().bold().underlined());
             let rows = dns.stuck.iter().map(|s| {
                 TableRow::new(vec![
-                    Line::from(s.client.clone()),
+                    Line::from(s.client.to_string()),
                     Line::from(format!("{} {}", s.comm, s.pid)),
-                    Line::from(s.server.clone()),
+                    Line::from(s.server.to_string()),
                     Line::from(s.lost.to_string()).right_aligned(),
-                    Line::from(s.since.get(11..19).unwrap_or(&s.since).to_string()),
+                    Line::from(clock_of(s.since).get(..8).unwrap_or_default().to_string()),
                 ])
                 .style(Style::new().fg(Color::Red).bold())
             });
@@ -685,7 +693,7 @@ impl Widget for DnsView<'_> {
         };
         let rows = dns.ranked_servers().into_iter().map(|(server, c)| {
             TableRow::new(vec![
-                Line::from(server.clone()),
+                Line::from(server.to_string()),
                 num(c.answered, false),
                 num(c.unanswered, true),
                 num(c.refused, true),

@@ -12,7 +12,11 @@ use std::{
 
 use hashbrown::HashMap;
 
-use crate::record::{BackendShare, ServiceRecord};
+use crate::{
+    clock::Timestamp,
+    record::{BackendShare, ServiceRecord},
+    verdict::VerdictKind,
+};
 
 /// One outcome of one connect to a backend of a Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,18 +24,13 @@ struct Outcome {
     at: Instant,
     service: SocketAddr,
     backend: SocketAddr,
-    verdict: &'static str,
+    verdict: VerdictKind,
     count: u64,
 }
 
 pub struct ServiceView {
     window: Duration,
     outcomes: VecDeque<Outcome>,
-}
-
-/// Verdicts that mean the connect did not get through.
-fn is_failing(verdict: &str) -> bool {
-    !matches!(verdict, "established" | "slow")
 }
 
 impl ServiceView {
@@ -48,7 +47,7 @@ impl ServiceView {
         at: Instant,
         service: SocketAddr,
         backend: SocketAddr,
-        verdict: &'static str,
+        verdict: VerdictKind,
     ) {
         self.add(Outcome {
             at,
@@ -71,7 +70,7 @@ impl ServiceView {
             at,
             service,
             backend,
-            verdict: "established",
+            verdict: VerdictKind::Established,
             count,
         });
     }
@@ -81,7 +80,7 @@ impl ServiceView {
     }
 
     /// One record per Service with outcomes in the window ending at `now`; forgets older outcomes.
-    pub fn records(&mut self, now: Instant, time: &str) -> Vec<ServiceRecord> {
+    pub fn records(&mut self, now: Instant, time: Timestamp) -> Vec<ServiceRecord> {
         while self
             .outcomes
             .front()
@@ -89,7 +88,7 @@ impl ServiceView {
         {
             self.outcomes.pop_front();
         }
-        let mut by_service: BTreeMap<SocketAddr, HashMap<SocketAddr, BTreeMap<String, u64>>> =
+        let mut by_service: BTreeMap<SocketAddr, HashMap<SocketAddr, BTreeMap<VerdictKind, u64>>> =
             BTreeMap::new();
         for o in &self.outcomes {
             *by_service
@@ -97,7 +96,7 @@ impl ServiceView {
                 .or_default()
                 .entry(o.backend)
                 .or_default()
-                .entry(o.verdict.to_string())
+                .entry(o.verdict)
                 .or_default() += o.count;
         }
         by_service
@@ -113,9 +112,9 @@ impl ServiceView {
 )]
 fn service_record(
     service: SocketAddr,
-    backends: HashMap<SocketAddr, BTreeMap<String, u64>>,
+    backends: HashMap<SocketAddr, BTreeMap<VerdictKind, u64>>,
     window: Duration,
-    time: &str,
+    time: Timestamp,
 ) -> ServiceRecord {
     let mut shares: Vec<BackendShare> = backends
         .into_iter()
@@ -123,11 +122,11 @@ fn service_record(
             let total = verdicts.values().sum();
             let failing = verdicts
                 .iter()
-                .filter(|(v, _)| is_failing(v))
+                .filter(|(v, _)| v.is_failing())
                 .map(|(_, n)| n)
                 .sum();
             BackendShare {
-                backend: backend.to_string(),
+                backend,
                 verdicts,
                 total,
                 failing,
@@ -143,14 +142,14 @@ fn service_record(
             let (verdict, n) = b
                 .verdicts
                 .iter()
-                .max_by_key(|(v, n)| (**n, is_failing(v)))
-                .map_or(("none", 0), |(v, n)| (v.as_str(), *n));
+                .max_by_key(|(v, n)| (**n, v.is_failing()))
+                .map_or(("none", 0), |(v, n)| (v.name(), *n));
             format!("{} {verdict} {n} of {total}", b.backend)
         })
         .collect();
     ServiceRecord {
-        time: time.to_string(),
-        service: service.to_string(),
+        time,
+        service,
         window_s: window.as_secs(),
         summary: format!("{service} -> {}", parts.join(", ")),
         backends: shares,
@@ -182,10 +181,10 @@ mod tests {
             addr("10.244.1.11:8080"),
         );
         for _ in 0..48 {
-            view.record(t, svc, dead, "unanswered");
+            view.record(t, svc, dead, VerdictKind::Unanswered);
         }
         view.established(t, svc, live, 52);
-        let records = view.records(t, "now");
+        let records = view.records(t, Timestamp::default());
         assert_eq!(records.len(), 1);
         let r = &records[0];
         assert_eq!((r.total, r.failing), (100, 48));
@@ -194,18 +193,27 @@ mod tests {
             r.summary,
             "10.96.0.10:80 -> 10.244.1.30:8080 unanswered 48 of 100, 10.244.1.11:8080 established 52 of 100"
         );
-        assert_eq!(
-            r.backends[0].backend, "10.244.1.30:8080",
-            "worst backend first"
-        );
+        assert_eq!(r.backends[0].backend, dead, "worst backend first");
     }
 
     #[test]
     fn outcomes_leave_the_window() {
         let mut view = ServiceView::new(Duration::from_secs(10));
         let t = Instant::now();
-        view.record(t, addr("10.96.0.10:80"), addr("10.0.0.1:80"), "refused");
-        assert_eq!(view.records(t + Duration::from_secs(5), "x").len(), 1);
-        assert!(view.records(t + Duration::from_secs(11), "x").is_empty());
+        view.record(
+            t,
+            addr("10.96.0.10:80"),
+            addr("10.0.0.1:80"),
+            VerdictKind::Refused,
+        );
+        assert_eq!(
+            view.records(t + Duration::from_secs(5), Timestamp::default())
+                .len(),
+            1
+        );
+        assert!(
+            view.records(t + Duration::from_secs(11), Timestamp::default())
+                .is_empty()
+        );
     }
 }

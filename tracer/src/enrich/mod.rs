@@ -1,11 +1,14 @@
-//! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names)
-//! -> the record users read. Pod, Service and node names come from `identity/`.
+//! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names,
+//! the Service and backend from conntrack) -> the record users read. Pod, Service and node names
+//! come from `identity/`. DNS findings are named in `dns.rs`, the same way.
+mod dns;
+
 use std::{
     net::{IpAddr, SocketAddr},
     time::Instant,
 };
 
-use tracer_common::FLAG_DIALED_KNOWN;
+use tracer_common::{FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
 
 use crate::conntrack::{
     netlink::{Conntrack, Direction, Entry},
@@ -13,13 +16,13 @@ use crate::conntrack::{
 };
 
 use crate::{
-    clock::{KernelClock, rfc3339},
+    clock::{KernelClock, Timestamp},
     decode::{comm_to_string, ip_from_kernel},
     flows::Flow,
     identity::Identities,
     netns::NetnsNames,
-    record::ConnectRecord,
-    verdict::{RefusedBy, Verdict, errno_name},
+    record::{ConnectRecord, HealthyRecord},
+    verdict::{Errno, RefusedBy, Verdict, VerdictKind},
 };
 
 pub struct Enricher {
@@ -31,8 +34,6 @@ pub struct Enricher {
     /// Entries conntrack already destroyed (a RST kills an unanswered entry at once), followed as
     /// `--conntrack-destroy-events` says.
     pub destroyed: DestroySubscription,
-    /// The last record time formatted, by kernel millisecond: records come in bursts.
-    pub last_time: (u64, String),
 }
 
 /// The Service a connect meant and the backend it was sent to, when load balancing was seen.
@@ -101,13 +102,9 @@ impl Enricher {
         })
     }
 
-    /// RFC 3339 time of a kernel timestamp; formatted once per millisecond.
-    fn time_of(&mut self, ktime_ns: u64) -> String {
-        let ms = ktime_ns / 1_000_000;
-        if self.last_time.0 != ms || self.last_time.1.is_empty() {
-            self.last_time = (ms, rfc3339(self.clock.wall(ktime_ns)));
-        }
-        self.last_time.1.clone()
+    /// The wall-clock time of a kernel timestamp.
+    pub fn time_of(&self, ktime_ns: u64) -> Timestamp {
+        Timestamp(self.clock.wall(ktime_ns))
     }
 
     pub fn connect_record(&mut self, flow: &Flow, via: Option<ServiceBackend>) -> ConnectRecord {
@@ -125,17 +122,16 @@ impl Enricher {
         );
         ConnectRecord {
             time: self.time_of(flow.at_ns),
-            verdict: flow.verdict.name().into(),
-            cause: flow.verdict.cause(),
+            verdict: flow.verdict,
             is_final: flow.is_final,
-            src: src.to_string(),
-            dst: dst.to_string(),
-            dialed: dialed.map(|d| d.to_string()),
-            service: via.map(|v| v.service.to_string()),
-            backend: via.map(|v| v.backend.to_string()),
+            src,
+            dst,
+            dialed,
+            service: via.map(|v| v.service),
+            backend: via.map(|v| v.backend),
             syns: a.syn_count,
             syn_sent_ms: waited.as_millis() as u64,
-            errno: (flow.error != 0).then(|| errno_name(flow.error)),
+            errno: (flow.error != 0).then_some(Errno(flow.error)),
             pid: a.pid,
             tid: a.tid,
             comm: comm_to_string(&a.comm),
@@ -153,5 +149,39 @@ impl Enricher {
             ),
             dns: dst.port() == 53 || dialed.is_some_and(|d| d.port() == 53),
         }
+    }
+}
+
+impl Enricher {
+    /// Connects from one process to one destination answered on the first SYN, as the kernel
+    /// counted them since the last report. `None` for an address family we do not know.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a mean in milliseconds needs no 64-bit precision"
+    )]
+    pub fn healthy_record(
+        &mut self,
+        key: &HealthyKey,
+        stats: &HealthyStats,
+        time: Timestamp,
+    ) -> Option<HealthyRecord> {
+        let endpoint = key.dst;
+        let dst = SocketAddr::new(
+            ip_from_kernel(endpoint.family, endpoint.addr)?,
+            endpoint.port,
+        );
+        Some(HealthyRecord {
+            time,
+            verdict: VerdictKind::Established,
+            dst,
+            pid: key.pid,
+            comm: comm_to_string(&stats.comm),
+            cgroup_id: stats.cgroup_id,
+            netns: self.netns.name(endpoint.netns_inode),
+            netns_inode: endpoint.netns_inode,
+            established: stats.established,
+            mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
+            identity: self.identities.healthy(stats.cgroup_id, dst),
+        })
     }
 }

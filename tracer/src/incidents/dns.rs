@@ -1,8 +1,11 @@
 //! The DNS part of the TUI's model: per DNS server, what happened to the queries that crossed from the
 //! kernel (and the healthy counts), and the stuck sockets, which are listed first.
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, net::SocketAddr};
 
-use crate::record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord};
+use crate::{
+    dns::queries::DnsVerdict,
+    record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
+};
 
 /// Counts for one DNS server (the address the queries went to; the DNS pod when a Service was
 /// load balanced).
@@ -23,7 +26,7 @@ impl DnsServer {
 
 #[derive(Debug, Default, Clone)]
 pub struct DnsModel {
-    pub servers: BTreeMap<String, DnsServer>,
+    pub servers: BTreeMap<SocketAddr, DnsServer>,
     /// One entry per (socket, dead server), the latest report of it.
     pub stuck: Vec<DnsStuckSocketRecord>,
 }
@@ -34,18 +37,20 @@ impl DnsModel {
     }
 
     pub fn query(&mut self, d: &DnsRecord) {
-        let server = d.backend.clone().unwrap_or_else(|| d.server.clone());
-        let counts = self.servers.entry(server).or_default();
-        match d.verdict.as_str() {
-            "unanswered" => counts.unanswered += 1,
-            "refused" => counts.refused += 1,
-            "slow" => counts.slow += 1,
-            _ => counts.errors += 1,
+        let counts = self
+            .servers
+            .entry(d.backend.unwrap_or(d.server))
+            .or_default();
+        match d.verdict {
+            DnsVerdict::Unanswered => counts.unanswered += 1,
+            DnsVerdict::Refused => counts.refused += 1,
+            DnsVerdict::Slow => counts.slow += 1,
+            DnsVerdict::Error => counts.errors += 1,
         }
     }
 
     pub fn healthy(&mut self, h: &DnsHealthyRecord) {
-        self.servers.entry(h.server.clone()).or_default().answered += h.answered;
+        self.servers.entry(h.server).or_default().answered += h.answered;
     }
 
     pub fn stuck_socket(&mut self, s: DnsStuckSocketRecord) {
@@ -60,7 +65,7 @@ impl DnsModel {
     }
 
     /// Servers, the ones losing the most queries first.
-    pub fn ranked_servers(&self) -> Vec<(&String, &DnsServer)> {
+    pub fn ranked_servers(&self) -> Vec<(&SocketAddr, &DnsServer)> {
         let mut servers: Vec<_> = self.servers.iter().collect();
         servers.sort_by(|a, b| b.1.failing().cmp(&a.1.failing()).then(a.0.cmp(b.0)));
         servers
@@ -88,7 +93,7 @@ mod tests {
         m.query(&query("10.0.0.3:53", "unanswered"));
         m.query(&query("10.0.0.3:53", "unanswered"));
         let ranked = m.ranked_servers();
-        assert_eq!(ranked[0].0, "10.0.0.3:53");
+        assert_eq!(ranked[0].0.to_string(), "10.0.0.3:53");
         assert_eq!(ranked[0].1.unanswered, 2);
     }
 }
