@@ -1,7 +1,8 @@
 //! UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
 //! what needs attention becomes records.
 //!
-//! - `wire.rs`: the bounded DNS parser (questions come from packets anyone can send).
+//! - `question.rs`: the query's first question, read from the bytes the kernel copied after the
+//!   header (they come from packets anyone can send).
 //! - `queries.rs`: one query, its question and its outcome (`slow`, `error`, `unanswered`,
 //!   `refused`).
 //! - `stuck.rs`: the `stuck socket` verdict.
@@ -11,8 +12,8 @@
 //! socket was told `ECONNREFUSED`; the per-server healthy counts are read to know which servers
 //! answer others; they are reported on the stats interval (`healthy_records`).
 pub mod queries;
+pub mod question;
 pub mod stuck;
-pub mod wire;
 
 use std::{
     collections::HashMap,
@@ -23,7 +24,8 @@ use std::{
 use tracer_common::{DnsEvent, EVENT_DNS_REPLY, Endpoint};
 
 use self::{
-    queries::{Outcome, Query},
+    queries::{Outcome, Query, rcode_name},
+    question::qtype_name,
     stuck::{Lost, Stuck, StuckDetector},
 };
 use crate::{
@@ -119,13 +121,13 @@ impl DnsTracker {
         let question = question.ok();
         let what = question.as_ref().map_or_else(
             || format!("query {}", query.key.id),
-            |q| format!("{} {}", q.name, wire::qtype_name(q.qtype)),
+            |q| format!("{} {}", q.name, qtype_name(q.qtype)),
         );
         let (rcode, latency_ms, waited_ms) = match outcome {
             Outcome::Reply {
                 rcode, latency_ns, ..
             } => (
-                Some(wire::rcode_name(rcode).into_owned()),
+                Some(rcode_name(rcode).into_owned()),
                 Some(latency_ns / 1_000_000),
                 None,
             ),
@@ -148,9 +150,7 @@ impl DnsTracker {
             time: rfc3339(enricher.clock.wall(at_ns)),
             verdict: outcome.verdict().into(),
             name: question.as_ref().map(|q| q.name.clone()),
-            qtype: question
-                .as_ref()
-                .map(|q| wire::qtype_name(q.qtype).into_owned()),
+            qtype: question.as_ref().map(|q| qtype_name(q.qtype).into_owned()),
             id: query.key.id,
             server: server.to_string(),
             dialed: dialed.map(|d| d.to_string()),
