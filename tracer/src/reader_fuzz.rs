@@ -2,17 +2,25 @@
 //! recording given to `replay` and `summary`, a kubectl snapshot given to `--cluster-state`, and the
 //! DNS question bytes the kernel copies from any packet on the node. Arbitrary text and bytes, and
 //! valid inputs cut and flipped at random places: each reader returns a value or an error, never
-//! panics.
+//! panics. (`dns/question.rs` also tries every cut and every byte value of a question.)
 use std::path::Path;
 
 use proptest::prelude::*;
 
-use crate::{dns::queries::Query, identity::cluster::ClusterState, replay};
+use crate::{
+    dns::{queries::Query, question},
+    identity::cluster::ClusterState,
+    replay,
+};
 
 const CASES: u32 = 512;
 
 const RECORDING: &str = include_str!("tui/fixtures/a_dead_backend.jsonl");
 const SNAPSHOT: &str = include_str!("identity/fixtures/webhooks.json");
+/// What the kernel copies after the header of `dig web.default.svc.cluster.local A`: the question
+/// (35 bytes), then the start of the EDNS record.
+const QUESTION: &[u8] = b"\x03web\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01\
+    \x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00\x0c\x00\x0a\x00\x08";
 
 fn config() -> ProptestConfig {
     ProptestConfig {
@@ -73,5 +81,37 @@ proptest! {
         query.pending.question[..bytes.len()].copy_from_slice(&bytes);
         query.pending.question_len = claimed_len;
         let _ = query.question();
+    }
+
+    #[test]
+    fn the_dns_question_reader_takes_longer_bytes_than_the_kernel_copies_without_panicking(
+        bytes in prop::collection::vec(any::<u8>(), 0..600),
+    ) {
+        if let Ok(q) = question::read(&bytes) {
+            // At most 255 wire bytes, each written in at most 4 characters.
+            prop_assert!(q.name.len() <= 4 * question::MAX_NAME_LEN);
+        }
+    }
+
+    #[test]
+    fn the_dns_question_reader_takes_any_damaged_question_without_panicking(
+        cut in 0usize..=QUESTION.len(),
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+    ) {
+        let mut query = Query::default();
+        query.pending.question[..QUESTION.len()].copy_from_slice(QUESTION);
+        query.pending.question_len = u16::try_from(cut).expect("short");
+        for &(at, byte) in &flips {
+            query.pending.question[at % cut.max(1)] = byte;
+        }
+        let read = query.question().map(|q| (q.name, q.qtype));
+        if flips.is_empty() {
+            // Whole, it names its question; cut before the end of its QCLASS, it is an error.
+            if cut >= 35 {
+                prop_assert_eq!(read, Ok(("web.default.svc.cluster.local".to_owned(), 1)));
+            } else {
+                prop_assert!(read.is_err(), "{} bytes", cut);
+            }
+        }
     }
 }

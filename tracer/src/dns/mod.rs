@@ -1,7 +1,8 @@
 //! UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
 //! what needs attention becomes records.
 //!
-//! - `wire.rs`: the bounded DNS parser (questions come from packets anyone can send).
+//! - `question.rs`: the query's first question, read from the bytes the kernel copied after the
+//!   header (they come from packets anyone can send).
 //! - `queries.rs`: one query, its question and its outcome (`slow`, `error`, `unanswered`,
 //!   `refused`).
 //! - `stuck.rs`: the `stuck socket` verdict.
@@ -13,8 +14,8 @@
 //! (`Finding`) carries no names: `enrich.rs` names it and `pipeline.rs` filters and writes it, as
 //! for TCP.
 pub mod queries;
+pub mod question;
 pub mod stuck;
-pub mod wire;
 
 use std::net::SocketAddr;
 

@@ -1,10 +1,13 @@
 //! One UDP DNS query as the kernel kept it: its addresses, its question, and what became of it.
 //! Pure functions, so the expiry rules are unit-tested without a kernel.
-use std::net::{IpAddr, SocketAddr};
+use std::{
+    borrow::Cow,
+    net::{IpAddr, SocketAddr},
+};
 
 use tracer_common::{DnsKey, PendingDns, SockError};
 
-use super::wire::{self, Question, WireError};
+use super::question::{self, Question, QuestionError};
 use crate::decode::{comm_to_string, ip_from_kernel};
 
 /// The verdict of a DNS query that needs attention, as in JSON `verdict`.
@@ -99,20 +102,9 @@ impl Query {
     }
 
     /// The first question, from the bytes the kernel copied after the header.
-    pub fn question(&self) -> Result<Question, WireError> {
+    pub fn question(&self) -> Result<Question, QuestionError> {
         let len = usize::from(self.pending.question_len).min(self.pending.question.len());
-        let mut message = Vec::with_capacity(wire::HEADER_LEN + len);
-        message.extend_from_slice(&self.key.id.to_be_bytes());
-        message.extend_from_slice(&self.pending.flags.to_be_bytes());
-        // QDCOUNT 1, no other sections: only the question is parsed.
-        message.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
-        message.extend_from_slice(&self.pending.question[..len]);
-        wire::parse_message(&message)?
-            .question
-            .ok_or(WireError::Truncated {
-                needed: wire::HEADER_LEN + 1,
-                len: message.len(),
-            })
+        question::read(&self.pending.question[..len])
     }
 }
 
@@ -141,6 +133,22 @@ pub fn expiry(
     (waited_ns >= timeout_ns).then_some(Outcome::Unanswered { waited_ns })
 }
 
+/// Mnemonic of a reply's 4-bit RCODE (the kernel reads it from the header), `RCODE<n>` for the
+/// others.
+#[must_use]
+pub fn rcode_name(rcode: u8) -> Cow<'static, str> {
+    let s = match rcode {
+        0 => "NOERROR",
+        1 => "FORMERR",
+        2 => "SERVFAIL",
+        3 => "NXDOMAIN",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        n => return Cow::Owned(format!("RCODE{n}")),
+    };
+    Cow::Borrowed(s)
+}
+
 /// One sentence for the record. `server` as it is shown (with its Service when one was seen);
 /// `port` the port the query went to.
 pub fn explanation(outcome: &Outcome, what: &str, server: &str, port: u16) -> String {
@@ -157,7 +165,7 @@ pub fn explanation(outcome: &Outcome, what: &str, server: &str, port: u16) -> St
             rcode, latency_ns, ..
         } => format!(
             "{server} answered {what} with {} after {} ms.",
-            wire::rcode_name(*rcode),
+            rcode_name(*rcode),
             latency_ns / 1_000_000
         ),
         Outcome::Unanswered { waited_ns } => format!(
@@ -215,9 +223,26 @@ mod tests {
         }
         q.pending.question_len = 200; // more than the array: clamped
         assert!(q.question().is_ok());
-        q.pending.question[0] = 0xc0; // a compression pointer forward
+        q.pending.question[0] = 0xc0; // a compression pointer: nothing before it to point to
         q.pending.question[1] = 0x40;
         assert!(q.question().is_err());
+    }
+
+    #[test]
+    fn reply_codes_are_named_and_the_others_numbered() {
+        let rcodes = [
+            (0, "NOERROR"),
+            (1, "FORMERR"),
+            (2, "SERVFAIL"),
+            (3, "NXDOMAIN"),
+            (4, "NOTIMP"),
+            (5, "REFUSED"),
+            (9, "RCODE9"),
+        ];
+        for (r, n) in rcodes {
+            assert_eq!(rcode_name(r), n);
+        }
+        assert!(matches!(rcode_name(3), Cow::Borrowed(_)));
     }
 
     #[test]

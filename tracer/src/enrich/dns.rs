@@ -8,9 +8,9 @@ use crate::{
     conntrack::netlink::Direction,
     dns::{
         Healthy, ServiceServer,
-        queries::{self, Outcome, Query},
+        queries::{self, Outcome, Query, rcode_name},
+        question::qtype_name,
         stuck::Stuck,
-        wire,
     },
     record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
 };
@@ -44,13 +44,13 @@ impl Enricher {
         let question = query.question().ok();
         let what = question.as_ref().map_or_else(
             || format!("query {}", query.key.id),
-            |q| format!("{} {}", q.name, wire::qtype_name(q.qtype)),
+            |q| format!("{} {}", q.name, qtype_name(q.qtype)),
         );
         let (rcode, latency_ms, waited_ms) = match outcome {
             Outcome::Reply {
                 rcode, latency_ns, ..
             } => (
-                Some(wire::rcode_name(rcode).into_owned()),
+                Some(rcode_name(rcode).into_owned()),
                 Some(latency_ns / 1_000_000),
                 None,
             ),
@@ -73,9 +73,7 @@ impl Enricher {
             time: self.time_of(at_ns),
             verdict: outcome.verdict(),
             name: question.as_ref().map(|q| q.name.clone()),
-            qtype: question
-                .as_ref()
-                .map(|q| wire::qtype_name(q.qtype).into_owned()),
+            qtype: question.as_ref().map(|q| qtype_name(q.qtype).into_owned()),
             id: query.key.id,
             server,
             dialed: query.dialed(),
