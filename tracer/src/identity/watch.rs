@@ -27,14 +27,14 @@ use k8s_openapi::{
         core::v1::{Node, Pod, Service},
         discovery::v1::EndpointSlice,
     },
-    serde::{Serialize, de::DeserializeOwned},
+    serde::de::DeserializeOwned,
 };
 use kube::{
     Api, Client, Config, Resource, ResourceExt as _,
     api::{ListParams, WatchEvent, WatchParams},
 };
 
-use super::cluster::{ClusterState, Item, parse_item};
+use super::cluster::{ClusterState, Item, ModelError};
 
 /// The kinds followed, in the order of [`Inner::stores`].
 const KINDS: [&str; 4] = ["pods", "services", "endpointslices", "nodes"];
@@ -234,15 +234,16 @@ fn publish_if_dirty(shared: &Shared) {
     }
 }
 
-/// `namespace/name` and the parsed object; `None` for an object the model cannot read (reported).
-fn to_item<K: Resource + Serialize>(obj: &K, kind: usize) -> Option<(String, Item)> {
-    let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
-    let parsed = serde_json::to_value(obj)
-        .map_err(|e| e.to_string())
-        .and_then(|v| parse_item(&v, &key).map_err(|e| e.to_string()));
-    match parsed {
-        Ok(Some(item)) => Some((key, item)),
-        Ok(None) => None,
+/// `namespace/name` and the object in the model; `None` for an object the model cannot hold
+/// (reported).
+fn to_item<K>(obj: K, kind: usize) -> Option<(String, Item)>
+where
+    K: Resource,
+    Item: TryFrom<K, Error = ModelError>,
+{
+    let key = key_of(&obj);
+    match Item::try_from(obj) {
+        Ok(item) => Some((key, item)),
         Err(e) => {
             eprintln!(
                 "tracer: warning: Kubernetes API: skipping {} {key}: {e}",
@@ -302,7 +303,8 @@ impl Backoff {
 /// List, then watch, forever: the reflector loop for one kind.
 async fn follow<K>(api: Api<K>, kind: usize, shared: &Shared)
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    Item: TryFrom<K, Error = ModelError>,
 {
     let mut backoff = Backoff(Duration::ZERO);
     backoff.reset();
@@ -317,7 +319,7 @@ where
             };
             match api.list(&params).await {
                 Ok(list) => {
-                    items.extend(list.items.iter().filter_map(|o| to_item(o, kind)));
+                    items.extend(list.items.into_iter().filter_map(|o| to_item(o, kind)));
                     continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
                     if continue_token.is_none() {
                         break list.metadata.resource_version.unwrap_or_default();
@@ -357,7 +359,7 @@ where
                 match event {
                     Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                         resource_version = obj.resource_version().unwrap_or(resource_version);
-                        if let Some((key, item)) = to_item(&obj, kind) {
+                        if let Some((key, item)) = to_item(obj, kind) {
                             let mut inner = lock(shared);
                             inner.stores[kind].insert(key, item);
                             inner.dirty = true;
