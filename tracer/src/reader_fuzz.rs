@@ -12,7 +12,7 @@ use crate::{dns::queries::Query, identity::cluster::ClusterState, replay};
 const CASES: u32 = 512;
 
 const RECORDING: &str = include_str!("tui/fixtures/a_dead_backend.jsonl");
-const SNAPSHOT: &str = include_str!("identity/fixtures/webhooks.json");
+const SNAPSHOT: &str = include_str!("../tests/fixtures/webhooks.json");
 
 fn config() -> ProptestConfig {
     ProptestConfig {

@@ -137,22 +137,13 @@ impl ClusterSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{cluster_incidents::fixture, watch::fixture::ApiFixture};
+    use crate::identity::watch::fixture::ApiFixture;
 
     fn temp(name: &str, text: &str) -> PathBuf {
         let path =
             std::env::temp_dir().join(format!("tracer-source-{}-{name}", std::process::id()));
         std::fs::write(&path, text).expect("write temp file");
         path
-    }
-
-    #[test]
-    fn a_snapshot_file_loads_and_says_where_names_come_from() {
-        let path = temp("ok.json", &fixture("webhooks.json"));
-        let view = ClusterSource::from_file(&path).expect("load").view();
-        assert_eq!((view.source, view.stale), ("file", false));
-        assert_eq!(view.state.pods().len(), 7);
-        assert!(view.age < Duration::from_mins(1));
     }
 
     #[test]
