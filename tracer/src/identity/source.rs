@@ -137,7 +137,6 @@ impl ClusterSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::watch::fixture::ApiFixture;
 
     fn temp(name: &str, text: &str) -> PathBuf {
         let path =
@@ -200,40 +199,5 @@ mod tests {
             text.len() > format!("cannot read the kubeconfig {}: ", path.display()).len() + 10,
             "the parser's reason follows: {text}"
         );
-    }
-
-    #[tokio::test]
-    async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
-        let fx = ApiFixture::start();
-        fx.list("/api/v1/pods", "5", vec![serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web-a", "namespace": "app", "uid": "u", "resourceVersion": "5"},
-            "status": {"phase": "Running", "podIP": "10.244.1.10"}
-        })]);
-        let path = temp(
-            "kubeconfig",
-            &format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fx\n  cluster:\n    server: {}\n\
-                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: fx\n    user: u\n\
-                 current-context: c\n",
-                fx.url()
-            ),
-        );
-        let source = ClusterSource::from_kubeconfig(&path)
-            .await
-            .expect("kubeconfig");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let view = source.view();
-            if !view.stale && view.state.pods().len() == 1 {
-                assert_eq!(view.source, "api");
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the kubeconfig's server was not followed"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }
