@@ -2,7 +2,8 @@
 //!
 //! - `testbed`: network namespaces, veth pairs, listeners and nft rules the tests build and remove.
 //!   No namespace has a route out: all test traffic stays inside them.
-//! - `api_fixture`: a stand-in Kubernetes API that lists a kubectl-format snapshot (not a real one).
+//! - `api_fixture`: a stand-in Kubernetes API (not a real one) that lists a kubectl-format snapshot or
+//!   scripted list/watch replies; the tracer's own watch tests include it too.
 //! - `kernel_facts`: the running kernel's release and tracepoints, read without the tracer.
 //! - `kernel_maps`: what a running tracer holds in its kernel maps (through `bpftool`).
 //! - `socket_lb`: a miniature socket-level load balancer (a raw connect4 program) for one cgroup.

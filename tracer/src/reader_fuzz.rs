@@ -16,7 +16,7 @@ use crate::{
 const CASES: u32 = 512;
 
 const RECORDING: &str = include_str!("tui/fixtures/a_dead_backend.jsonl");
-const SNAPSHOT: &str = include_str!("identity/fixtures/webhooks.json");
+const SNAPSHOT: &str = include_str!("../tests/fixtures/webhooks.json");
 /// What the kernel copies after the header of `dig web.default.svc.cluster.local A`: the question
 /// (35 bytes), then the start of the EDNS record.
 const QUESTION: &[u8] = b"\x03web\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01\

@@ -8,16 +8,18 @@
 //! of mixed kinds), keeps only the fields the tracer needs, and answers
 //! address questions.
 //!
-//! Parsing uses small serde structs rather than the full Kubernetes API types;
-//! unknown fields and unknown kinds are ignored. Errors carry the JSON path of
-//! the offending value (via `serde_path_to_error`) and the kind/name of the
-//! item it sits in.
+//! Each item is deserialized into its k8s-openapi type (as the live watch in
+//! `watch.rs` receives them) and converted once into the small lookup model
+//! below. Unknown fields and unknown kinds are ignored. Errors carry the JSON
+//! path of the offending value (via `serde_path_to_error`, or the conversion's
+//! own path for a value the API types hold but the model cannot, such as a
+//! port out of range) and the kind/name of the item it sits in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 
-use serde::Deserialize;
+use k8s_openapi::api::{core::v1 as k8s_core, discovery::v1 as k8s_discovery};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, value::RawValue};
 
@@ -53,17 +55,14 @@ pub enum ClusterError {
 // ---------------------------------------------------------------------------
 
 /// Transport protocol of a port (Kubernetes `protocol`; defaults to TCP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Proto {
     /// `TCP` (the Kubernetes default).
     #[default]
-    #[serde(rename = "TCP")]
     Tcp,
     /// `UDP`.
-    #[serde(rename = "UDP")]
     Udp,
     /// `SCTP`.
-    #[serde(rename = "SCTP")]
     Sctp,
 }
 
@@ -78,7 +77,7 @@ impl fmt::Display for Proto {
 }
 
 /// Pod lifecycle phase (`status.phase`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum PodPhase {
     /// Accepted, not all containers running yet.
     Pending,
@@ -90,7 +89,6 @@ pub enum PodPhase {
     Failed,
     /// Missing or unrecognised phase.
     #[default]
-    #[serde(other)]
     Unknown,
 }
 
@@ -210,37 +208,6 @@ pub enum TargetPort {
     Number(u16),
     /// Named container port.
     Name(String),
-}
-
-impl<'de> Deserialize<'de> for TargetPort {
-    /// Kubernetes IntOrString: accepts `8080`, `"http"` and, like the API
-    /// server, a numeric string such as `"8080"`.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = TargetPort;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a port number (0-65535) or a port name")
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TargetPort, E> {
-                u16::try_from(v)
-                    .map(TargetPort::Number)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TargetPort, E> {
-                u16::try_from(v)
-                    .map(TargetPort::Number)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TargetPort, E> {
-                Ok(match v.parse::<u16>() {
-                    Ok(n) => TargetPort::Number(n),
-                    Err(_) => TargetPort::Name(v.to_owned()),
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 impl fmt::Display for TargetPort {
@@ -769,7 +736,6 @@ impl ClusterState {
         }
     }
 }
-
 /// One object of a kind the model keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
@@ -779,8 +745,9 @@ pub enum Item {
     Node(Node),
 }
 
-/// Parses one API object (as `kubectl -o json` or the API server writes it) by its `kind`;
-/// `Ok(None)` for kinds the model does not keep. `path` names it in errors (`items[3]`).
+/// Parses one API object (as `kubectl -o json` or the API server writes it) by its `kind` into the
+/// Kubernetes API type, then into the model; `Ok(None)` for kinds the model does not keep. `path`
+/// names it in errors (`items[3]`).
 pub fn parse_item(item: &Value, path: &str) -> Result<Option<Item>, ClusterError> {
     let kind = match item {
         Value::Object(m) => m.get("kind").and_then(Value::as_str).unwrap_or(""),
@@ -795,42 +762,54 @@ pub fn parse_item(item: &Value, path: &str) -> Result<Option<Item>, ClusterError
             });
         }
     };
-    Ok(Some(match kind {
-        "Pod" => Item::Pod(from_item::<raw::Pod>(item, path, kind)?.into_model()),
-        "Service" => Item::Service(from_item::<raw::Service>(item, path, kind)?.into_model()),
+    let converted = match kind {
+        "Pod" => Item::try_from(from_item::<k8s_core::Pod>(item, path, kind)?),
+        "Service" => Item::try_from(from_item::<k8s_core::Service>(item, path, kind)?),
         "EndpointSlice" => {
-            Item::EndpointSlice(from_item::<raw::EndpointSlice>(item, path, kind)?.into_model())
+            Item::try_from(from_item::<k8s_discovery::EndpointSlice>(item, path, kind)?)
         }
-        "Node" => Item::Node(from_item::<raw::Node>(item, path, kind)?.into_model()),
+        "Node" => Item::try_from(from_item::<k8s_core::Node>(item, path, kind)?),
         _ => return Ok(None),
-    }))
+    };
+    converted.map(Some).map_err(|e| ClusterError::Shape {
+        path: join_path(path, &e.path),
+        context: context(item, kind),
+        source: serde::de::Error::custom(e.message),
+    })
 }
 
-/// Deserialize one item with path tracking; errors name the item.
+/// Deserialize one item into its API type with path tracking; errors name the item.
 fn from_item<T: DeserializeOwned>(item: &Value, path: &str, kind: &str) -> Result<T, ClusterError> {
     serde_path_to_error::deserialize(item).map_err(|e| {
-        let inner_path = e.path().to_string();
-        let full = match (path.is_empty(), inner_path.as_str()) {
-            (true, p) => p.to_owned(),
-            (false, ".") => path.to_owned(),
-            (false, p) => format!("{path}.{p}"),
-        };
-        let meta = item.get("metadata");
-        let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
-        let ns = meta
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str);
-        let context = match (ns, name) {
-            (Some(ns), Some(n)) => format!(" ({kind} {ns}/{n})"),
-            (None, Some(n)) => format!(" ({kind} {n})"),
-            _ => format!(" ({kind})"),
-        };
+        let inner = e.path().to_string();
         ClusterError::Shape {
-            path: full,
-            context,
+            path: join_path(path, if inner == "." { "" } else { &inner }),
+            context: context(item, kind),
             source: e.into_inner(),
         }
     })
+}
+
+fn join_path(outer: &str, inner: &str) -> String {
+    match (outer.is_empty(), inner.is_empty()) {
+        (true, _) => inner.to_owned(),
+        (false, true) => outer.to_owned(),
+        (false, false) => format!("{outer}.{inner}"),
+    }
+}
+
+/// ` (Service app/webhooks)`: the item's kind and `namespace/name`, as far as it has them.
+fn context(item: &Value, kind: &str) -> String {
+    let meta = item.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
+    let ns = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str);
+    match (ns, name) {
+        (Some(ns), Some(n)) => format!(" ({kind} {ns}/{n})"),
+        (None, Some(n)) => format!(" ({kind} {n})"),
+        _ => format!(" ({kind})"),
+    }
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -880,115 +859,103 @@ fn parse_ips<'a>(it: impl IntoIterator<Item = &'a str>) -> Vec<IpAddr> {
     out
 }
 
-/// Serde mirrors of the JSON, only the fields we read.
-mod raw {
-    use super::{BTreeMap, Deserialize, PodPhase, Proto, TargetPort};
+/// A value the Kubernetes API types hold but the model cannot: a port out of range, an unknown
+/// protocol, an object without a name. `path` is relative to the object (`spec.ports[0].port`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{path}`: {message}")]
+pub struct ModelError {
+    pub path: String,
+    pub message: String,
+}
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Metadata {
-        pub name: String,
-        #[serde(default)]
-        pub namespace: String,
-        #[serde(default)]
-        pub uid: String,
-        #[serde(default)]
-        pub labels: Option<BTreeMap<String, String>>,
-        #[serde(default)]
-        pub owner_references: Option<Vec<OwnerReference>>,
-        #[serde(default)]
-        pub deletion_timestamp: Option<String>,
+/// The conversion from the Kubernetes API types (what both the kubectl snapshot and the live watch
+/// deserialize into) to the model, once per object; defaults as the API documents them.
+mod convert {
+    use k8s_openapi::apimachinery::pkg::{
+        apis::meta::v1::{ObjectMeta, OwnerReference},
+        util::intstr::IntOrString,
+    };
+
+    use super::{
+        ContainerPort, Endpoint, EndpointPort, EndpointSlice, Item, ModelError, Node, OwnerRef,
+        Pod, PodPhase, Proto, Service, ServicePort, TargetPort, TargetRef, k8s_core, k8s_discovery,
+        parse_ips,
+    };
+
+    fn error(path: impl Into<String>, message: impl Into<String>) -> ModelError {
+        ModelError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 
-    #[derive(Deserialize)]
-    pub struct OwnerReference {
-        pub kind: String,
-        pub name: String,
-        #[serde(default)]
-        pub controller: Option<bool>,
+    fn port(value: i32, path: impl FnOnce() -> String) -> Result<u16, ModelError> {
+        u16::try_from(value).map_err(|_| {
+            error(
+                path(),
+                format!("invalid value: integer `{value}`, expected a port number (0-65535)"),
+            )
+        })
     }
 
-    // ---- Pod ----
-
-    #[derive(Deserialize)]
-    pub struct Pod {
-        pub metadata: Metadata,
-        #[serde(default)]
-        pub spec: Option<PodSpec>,
-        #[serde(default)]
-        pub status: Option<PodStatus>,
+    /// `protocol`, TCP when absent.
+    fn proto(value: Option<&str>, path: impl FnOnce() -> String) -> Result<Proto, ModelError> {
+        match value {
+            None | Some("TCP") => Ok(Proto::Tcp),
+            Some("UDP") => Ok(Proto::Udp),
+            Some("SCTP") => Ok(Proto::Sctp),
+            Some(other) => Err(error(
+                path(),
+                format!("unknown variant `{other}`, expected one of `TCP`, `UDP`, `SCTP`"),
+            )),
+        }
     }
 
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct PodSpec {
-        #[serde(default)]
-        pub node_name: Option<String>,
-        #[serde(default)]
-        pub host_network: Option<bool>,
-        #[serde(default)]
-        pub containers: Option<Vec<Container>>,
-        #[serde(default)]
-        pub init_containers: Option<Vec<Container>>,
+    fn non_empty(s: Option<String>) -> Option<String> {
+        s.filter(|s| !s.is_empty())
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Container {
-        pub name: String,
-        #[serde(default)]
-        pub ports: Option<Vec<ContainerPort>>,
-        #[serde(default)]
-        pub restart_policy: Option<String>,
+    /// `metadata.name` (required), `metadata.namespace` (empty for cluster-scoped kinds).
+    fn name(meta: &mut ObjectMeta) -> Result<(String, String), ModelError> {
+        let name = meta
+            .name
+            .take()
+            .ok_or_else(|| error("metadata", "missing field `name`"))?;
+        Ok((name, meta.namespace.take().unwrap_or_default()))
     }
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    #[expect(
-        clippy::struct_field_names,
-        reason = "mirrors the API's `containerPort`"
-    )]
-    pub struct ContainerPort {
-        #[serde(default)]
-        pub name: Option<String>,
-        pub container_port: u16,
-        #[serde(default)]
-        pub protocol: Option<Proto>,
-        #[serde(default)]
-        pub host_port: Option<u16>,
+    fn phase(value: Option<&str>) -> PodPhase {
+        match value {
+            Some("Pending") => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            _ => PodPhase::Unknown,
+        }
     }
 
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct PodStatus {
-        #[serde(default)]
-        pub phase: Option<PodPhase>,
-        #[serde(default, rename = "podIP")]
-        pub pod_ip: Option<String>,
-        #[serde(default, rename = "podIPs")]
-        pub pod_ips: Option<Vec<PodIp>>,
-        #[serde(default)]
-        pub conditions: Option<Vec<Condition>>,
+    /// The controller owner, else the first.
+    fn owner(refs: Option<&[OwnerReference]>) -> Option<OwnerRef> {
+        let refs = refs.unwrap_or_default();
+        let pick = refs
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .or_else(|| refs.first())?;
+        Some(OwnerRef {
+            kind: pick.kind.clone(),
+            name: pick.name.clone(),
+        })
     }
 
-    #[derive(Deserialize)]
-    pub struct PodIp {
-        pub ip: String,
-    }
+    impl TryFrom<k8s_core::Pod> for Pod {
+        type Error = ModelError;
 
-    #[derive(Deserialize)]
-    pub struct Condition {
-        #[serde(rename = "type")]
-        pub type_: String,
-        pub status: String,
-    }
-
-    impl Pod {
-        pub fn into_model(self) -> super::Pod {
-            let m = self.metadata;
-            let spec = self.spec.unwrap_or_default();
-            let status = self.status.unwrap_or_default();
-            let ips = super::parse_ips(
+        fn try_from(pod: k8s_core::Pod) -> Result<Pod, ModelError> {
+            let mut meta = pod.metadata;
+            let (name, namespace) = name(&mut meta)?;
+            let spec = pod.spec.unwrap_or_default();
+            let status = pod.status.unwrap_or_default();
+            let ips = parse_ips(
                 status
                     .pod_ips
                     .iter()
@@ -1001,219 +968,144 @@ mod raw {
                 .iter()
                 .flatten()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
-            let mut container_ports = Vec::new();
+            // Restartable init containers ("sidecars") listen like containers.
+            let containers = spec
+                .containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ("containers", i, c));
             let sidecars = spec
                 .init_containers
-                .into_iter()
+                .iter()
                 .flatten()
-                .filter(|c| c.restart_policy.as_deref() == Some("Always"));
-            for c in spec.containers.into_iter().flatten().chain(sidecars) {
-                for p in c.ports.into_iter().flatten() {
-                    container_ports.push(super::ContainerPort {
+                .enumerate()
+                .filter(|(_, c)| c.restart_policy.as_deref() == Some("Always"))
+                .map(|(i, c)| ("initContainers", i, c));
+            let mut container_ports = Vec::new();
+            for (list, i, c) in containers.chain(sidecars) {
+                for (j, p) in c.ports.iter().flatten().enumerate() {
+                    let at = |field: &str| format!("spec.{list}[{i}].ports[{j}].{field}");
+                    container_ports.push(ContainerPort {
                         container: c.name.clone(),
-                        name: p.name.filter(|n| !n.is_empty()),
-                        port: p.container_port,
-                        protocol: p.protocol.unwrap_or_default(),
-                        host_port: p.host_port.filter(|&h| h != 0),
+                        name: non_empty(p.name.clone()),
+                        port: port(p.container_port, || at("containerPort"))?,
+                        protocol: proto(p.protocol.as_deref(), || at("protocol"))?,
+                        host_port: match p.host_port {
+                            None | Some(0) => None,
+                            Some(h) => Some(port(h, || at("hostPort"))?),
+                        },
                     });
                 }
             }
-            super::Pod {
-                owner: owner(m.owner_references),
-                name: m.name,
-                namespace: m.namespace,
-                uid: m.uid,
-                node_name: spec.node_name.filter(|n| !n.is_empty()),
+            Ok(Pod {
+                owner: owner(meta.owner_references.as_deref()),
+                name,
+                namespace,
+                uid: meta.uid.unwrap_or_default(),
+                node_name: non_empty(spec.node_name),
                 ips,
                 host_network: spec.host_network.unwrap_or(false),
-                phase: status.phase.unwrap_or_default(),
+                phase: phase(status.phase.as_deref()),
                 ready,
-                terminating: m.deletion_timestamp.is_some(),
-                labels: m.labels.unwrap_or_default(),
+                terminating: meta.deletion_timestamp.is_some(),
+                labels: meta.labels.unwrap_or_default(),
                 container_ports,
-            }
+            })
         }
     }
 
-    fn owner(refs: Option<Vec<OwnerReference>>) -> Option<super::OwnerRef> {
-        let refs = refs.unwrap_or_default();
-        let pick = refs
-            .iter()
-            .find(|r| r.controller == Some(true))
-            .or_else(|| refs.first())?;
-        Some(super::OwnerRef {
-            kind: pick.kind.clone(),
-            name: pick.name.clone(),
+    /// `targetPort`: 0 and "" mean unset (the API defaults it to `port`); a numeric string is a
+    /// number, as the API server reads it.
+    fn target_port(
+        value: Option<IntOrString>,
+        port_number: u16,
+        path: impl FnOnce() -> String,
+    ) -> Result<TargetPort, ModelError> {
+        Ok(match value {
+            None | Some(IntOrString::Int(0)) => TargetPort::Number(port_number),
+            Some(IntOrString::Int(n)) => TargetPort::Number(port(n, path)?),
+            Some(IntOrString::String(s)) if s.is_empty() => TargetPort::Number(port_number),
+            Some(IntOrString::String(s)) => match s.parse::<u16>() {
+                Ok(n) => TargetPort::Number(n),
+                Err(_) => TargetPort::Name(s),
+            },
         })
     }
 
-    // ---- Service ----
+    impl TryFrom<k8s_core::Service> for Service {
+        type Error = ModelError;
 
-    #[derive(Deserialize)]
-    pub struct Service {
-        pub metadata: Metadata,
-        #[serde(default)]
-        pub spec: Option<ServiceSpec>,
-    }
-
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ServiceSpec {
-        #[serde(default, rename = "type")]
-        pub type_: Option<String>,
-        #[serde(default, rename = "clusterIP")]
-        pub cluster_ip: Option<String>,
-        #[serde(default, rename = "clusterIPs")]
-        pub cluster_ips: Option<Vec<String>>,
-        #[serde(default)]
-        pub ports: Option<Vec<ServicePort>>,
-        #[serde(default)]
-        pub selector: Option<BTreeMap<String, String>>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ServicePort {
-        #[serde(default)]
-        pub name: Option<String>,
-        pub port: u16,
-        #[serde(default)]
-        pub target_port: Option<TargetPort>,
-        #[serde(default)]
-        pub protocol: Option<Proto>,
-        #[serde(default)]
-        pub node_port: Option<u16>,
-    }
-
-    impl Service {
-        pub fn into_model(self) -> super::Service {
-            let spec = self.spec.unwrap_or_default();
-            let cluster_ips = super::parse_ips(
+        fn try_from(svc: k8s_core::Service) -> Result<Service, ModelError> {
+            let mut meta = svc.metadata;
+            let (name, namespace) = name(&mut meta)?;
+            let spec = svc.spec.unwrap_or_default();
+            let cluster_ips = parse_ips(
                 spec.cluster_ips
                     .iter()
                     .flatten()
                     .map(String::as_str)
                     .chain(spec.cluster_ip.as_deref()),
             );
-            let ports = spec
-                .ports
-                .into_iter()
-                .flatten()
-                .map(|p| super::ServicePort {
-                    name: p.name.filter(|n| !n.is_empty()),
-                    target_port: match p.target_port {
-                        // 0 / "" mean "unset": the API defaults to `port`.
-                        None | Some(TargetPort::Number(0)) => TargetPort::Number(p.port),
-                        Some(TargetPort::Name(n)) if n.is_empty() => TargetPort::Number(p.port),
-                        Some(t) => t,
+            let mut ports = Vec::new();
+            for (i, p) in spec.ports.into_iter().flatten().enumerate() {
+                let at = |field: &str| format!("spec.ports[{i}].{field}");
+                let number = port(p.port, || at("port"))?;
+                ports.push(ServicePort {
+                    name: non_empty(p.name),
+                    port: number,
+                    target_port: target_port(p.target_port, number, || at("targetPort"))?,
+                    protocol: proto(p.protocol.as_deref(), || at("protocol"))?,
+                    node_port: match p.node_port {
+                        None | Some(0) => None,
+                        Some(n) => Some(port(n, || at("nodePort"))?),
                     },
-                    port: p.port,
-                    protocol: p.protocol.unwrap_or_default(),
-                    node_port: p.node_port.filter(|&n| n != 0),
-                })
-                .collect();
-            super::Service {
-                name: self.metadata.name,
-                namespace: self.metadata.namespace,
+                });
+            }
+            Ok(Service {
+                name,
+                namespace,
                 service_type: spec.type_.unwrap_or_else(|| "ClusterIP".to_owned()),
                 cluster_ips,
                 ports,
                 selector: spec.selector.unwrap_or_default(),
-            }
+            })
         }
     }
 
-    // ---- EndpointSlice ----
+    impl TryFrom<k8s_discovery::EndpointSlice> for EndpointSlice {
+        type Error = ModelError;
 
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct EndpointSlice {
-        pub metadata: Metadata,
-        #[serde(default)]
-        pub address_type: Option<String>,
-        #[serde(default)]
-        pub ports: Option<Vec<EndpointPort>>,
-        #[serde(default)]
-        pub endpoints: Option<Vec<Endpoint>>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct EndpointPort {
-        #[serde(default)]
-        pub name: Option<String>,
-        #[serde(default)]
-        pub port: Option<u16>,
-        #[serde(default)]
-        pub protocol: Option<Proto>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct Endpoint {
-        #[serde(default)]
-        pub addresses: Vec<String>,
-        #[serde(default)]
-        pub conditions: Option<Conditions>,
-        #[serde(default)]
-        pub target_ref: Option<TargetRef>,
-        #[serde(default)]
-        pub node_name: Option<String>,
-    }
-
-    #[derive(Deserialize, Default)]
-    pub struct Conditions {
-        #[serde(default)]
-        pub ready: Option<bool>,
-        #[serde(default)]
-        pub serving: Option<bool>,
-        #[serde(default)]
-        pub terminating: Option<bool>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct TargetRef {
-        #[serde(default)]
-        pub kind: String,
-        #[serde(default)]
-        pub name: String,
-        #[serde(default)]
-        pub namespace: Option<String>,
-        #[serde(default)]
-        pub uid: Option<String>,
-    }
-
-    impl EndpointSlice {
-        pub fn into_model(self) -> super::EndpointSlice {
-            let m = self.metadata;
-            let service_name = m
+        fn try_from(slice: k8s_discovery::EndpointSlice) -> Result<EndpointSlice, ModelError> {
+            let mut meta = slice.metadata;
+            let (name, namespace) = name(&mut meta)?;
+            let service_name = meta
                 .labels
-                .as_ref()
-                .and_then(|l| l.get("kubernetes.io/service-name"))
-                .cloned();
-            let ports = self
-                .ports
-                .into_iter()
-                .flatten()
-                .map(|p| super::EndpointPort {
-                    name: p.name.filter(|n| !n.is_empty()),
-                    port: p.port,
-                    protocol: p.protocol.unwrap_or_default(),
-                })
-                .collect();
-            let endpoints = self
+                .as_mut()
+                .and_then(|l| l.remove("kubernetes.io/service-name"));
+            let mut ports = Vec::new();
+            for (i, p) in slice.ports.into_iter().flatten().enumerate() {
+                let at = |field: &str| format!("ports[{i}].{field}");
+                ports.push(EndpointPort {
+                    name: non_empty(p.name),
+                    port: p.port.map(|n| port(n, || at("port"))).transpose()?,
+                    protocol: proto(p.protocol.as_deref(), || at("protocol"))?,
+                });
+            }
+            let endpoints = slice
                 .endpoints
                 .into_iter()
                 .flatten()
                 .map(|e| {
                     let c = e.conditions.unwrap_or_default();
-                    super::Endpoint {
-                        addresses: super::parse_ips(e.addresses.iter().map(String::as_str)),
+                    Endpoint {
+                        addresses: parse_ips(e.addresses.iter().map(String::as_str)),
+                        // Absent `ready` is read as ready, as the API specifies.
                         ready: c.ready.unwrap_or(true),
                         serving: c.serving,
                         terminating: c.terminating.unwrap_or(false),
-                        target_ref: e.target_ref.map(|t| super::TargetRef {
-                            kind: t.kind,
-                            name: t.name,
+                        target_ref: e.target_ref.map(|t| TargetRef {
+                            kind: t.kind.unwrap_or_default(),
+                            name: t.name.unwrap_or_default(),
                             namespace: t.namespace,
                             uid: t.uid,
                         }),
@@ -1221,61 +1113,28 @@ mod raw {
                     }
                 })
                 .collect();
-            super::EndpointSlice {
-                name: m.name,
-                namespace: m.namespace,
+            Ok(EndpointSlice {
+                name,
+                namespace,
                 service_name,
-                address_type: self.address_type.unwrap_or_default(),
+                address_type: slice.address_type,
                 ports,
                 endpoints,
-            }
+            })
         }
     }
 
-    // ---- Node ----
+    impl TryFrom<k8s_core::Node> for Node {
+        type Error = ModelError;
 
-    #[derive(Deserialize)]
-    pub struct Node {
-        pub metadata: Metadata,
-        #[serde(default)]
-        pub spec: Option<NodeSpec>,
-        #[serde(default)]
-        pub status: Option<NodeStatus>,
-    }
-
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct NodeSpec {
-        #[serde(default, rename = "podCIDR")]
-        pub pod_cidr: Option<String>,
-        #[serde(default, rename = "podCIDRs")]
-        pub pod_cidrs: Option<Vec<String>>,
-    }
-
-    #[derive(Deserialize, Default)]
-    pub struct NodeStatus {
-        #[serde(default)]
-        pub addresses: Option<Vec<NodeAddress>>,
-    }
-
-    #[derive(Deserialize)]
-    pub struct NodeAddress {
-        #[serde(rename = "type")]
-        pub type_: String,
-        pub address: String,
-    }
-
-    impl Node {
-        pub fn into_model(self) -> super::Node {
-            let spec = self.spec.unwrap_or_default();
-            let addrs = self
-                .status
-                .unwrap_or_default()
-                .addresses
-                .unwrap_or_default();
+        fn try_from(node: k8s_core::Node) -> Result<Node, ModelError> {
+            let mut meta = node.metadata;
+            let (name, _) = name(&mut meta)?;
+            let spec = node.spec.unwrap_or_default();
+            let addresses = node.status.and_then(|s| s.addresses).unwrap_or_default();
             let of_type = |t: &str| {
-                super::parse_ips(
-                    addrs
+                parse_ips(
+                    addresses
                         .iter()
                         .filter(|a| a.type_ == t)
                         .map(|a| a.address.as_str()),
@@ -1288,12 +1147,40 @@ mod raw {
             {
                 pod_cidrs.push(c);
             }
-            super::Node {
-                name: self.metadata.name,
+            Ok(Node {
+                name,
                 internal_ips: of_type("InternalIP"),
                 external_ips: of_type("ExternalIP"),
                 pod_cidrs,
-            }
+            })
+        }
+    }
+
+    impl TryFrom<k8s_core::Pod> for Item {
+        type Error = ModelError;
+        fn try_from(o: k8s_core::Pod) -> Result<Item, ModelError> {
+            Pod::try_from(o).map(Item::Pod)
+        }
+    }
+
+    impl TryFrom<k8s_core::Service> for Item {
+        type Error = ModelError;
+        fn try_from(o: k8s_core::Service) -> Result<Item, ModelError> {
+            Service::try_from(o).map(Item::Service)
+        }
+    }
+
+    impl TryFrom<k8s_discovery::EndpointSlice> for Item {
+        type Error = ModelError;
+        fn try_from(o: k8s_discovery::EndpointSlice) -> Result<Item, ModelError> {
+            EndpointSlice::try_from(o).map(Item::EndpointSlice)
+        }
+    }
+
+    impl TryFrom<k8s_core::Node> for Item {
+        type Error = ModelError;
+        fn try_from(o: k8s_core::Node) -> Result<Item, ModelError> {
+            Node::try_from(o).map(Item::Node)
         }
     }
 }

@@ -137,22 +137,12 @@ impl ClusterSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{cluster_incidents::fixture, watch::fixture::ApiFixture};
 
     fn temp(name: &str, text: &str) -> PathBuf {
         let path =
             std::env::temp_dir().join(format!("tracer-source-{}-{name}", std::process::id()));
         std::fs::write(&path, text).expect("write temp file");
         path
-    }
-
-    #[test]
-    fn a_snapshot_file_loads_and_says_where_names_come_from() {
-        let path = temp("ok.json", &fixture("webhooks.json"));
-        let view = ClusterSource::from_file(&path).expect("load").view();
-        assert_eq!((view.source, view.stale), ("file", false));
-        assert_eq!(view.state.pods().len(), 7);
-        assert!(view.age < Duration::from_mins(1));
     }
 
     #[test]
@@ -209,40 +199,5 @@ mod tests {
             text.len() > format!("cannot read the kubeconfig {}: ", path.display()).len() + 10,
             "the parser's reason follows: {text}"
         );
-    }
-
-    #[tokio::test]
-    async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
-        let fx = ApiFixture::start();
-        fx.list("/api/v1/pods", "5", vec![serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web-a", "namespace": "app", "uid": "u", "resourceVersion": "5"},
-            "status": {"phase": "Running", "podIP": "10.244.1.10"}
-        })]);
-        let path = temp(
-            "kubeconfig",
-            &format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fx\n  cluster:\n    server: {}\n\
-                 users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: fx\n    user: u\n\
-                 current-context: c\n",
-                fx.url()
-            ),
-        );
-        let source = ClusterSource::from_kubeconfig(&path)
-            .await
-            .expect("kubeconfig");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let view = source.view();
-            if !view.stale && view.state.pods().len() == 1 {
-                assert_eq!(view.source, "api");
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the kubeconfig's server was not followed"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }

@@ -27,14 +27,14 @@ use k8s_openapi::{
         core::v1::{Node, Pod, Service},
         discovery::v1::EndpointSlice,
     },
-    serde::{Serialize, de::DeserializeOwned},
+    serde::de::DeserializeOwned,
 };
 use kube::{
     Api, Client, Config, Resource, ResourceExt as _,
     api::{ListParams, WatchEvent, WatchParams},
 };
 
-use super::cluster::{ClusterState, Item, parse_item};
+use super::cluster::{ClusterState, Item, ModelError};
 
 /// The kinds followed, in the order of [`Inner::stores`].
 const KINDS: [&str; 4] = ["pods", "services", "endpointslices", "nodes"];
@@ -234,15 +234,16 @@ fn publish_if_dirty(shared: &Shared) {
     }
 }
 
-/// `namespace/name` and the parsed object; `None` for an object the model cannot read (reported).
-fn to_item<K: Resource + Serialize>(obj: &K, kind: usize) -> Option<(String, Item)> {
-    let key = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
-    let parsed = serde_json::to_value(obj)
-        .map_err(|e| e.to_string())
-        .and_then(|v| parse_item(&v, &key).map_err(|e| e.to_string()));
-    match parsed {
-        Ok(Some(item)) => Some((key, item)),
-        Ok(None) => None,
+/// `namespace/name` and the object in the model; `None` for an object the model cannot hold
+/// (reported).
+fn to_item<K>(obj: K, kind: usize) -> Option<(String, Item)>
+where
+    K: Resource,
+    Item: TryFrom<K, Error = ModelError>,
+{
+    let key = key_of(&obj);
+    match Item::try_from(obj) {
+        Ok(item) => Some((key, item)),
         Err(e) => {
             eprintln!(
                 "tracer: warning: Kubernetes API: skipping {} {key}: {e}",
@@ -302,7 +303,8 @@ impl Backoff {
 /// List, then watch, forever: the reflector loop for one kind.
 async fn follow<K>(api: Api<K>, kind: usize, shared: &Shared)
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    Item: TryFrom<K, Error = ModelError>,
 {
     let mut backoff = Backoff(Duration::ZERO);
     backoff.reset();
@@ -317,7 +319,7 @@ where
             };
             match api.list(&params).await {
                 Ok(list) => {
-                    items.extend(list.items.iter().filter_map(|o| to_item(o, kind)));
+                    items.extend(list.items.into_iter().filter_map(|o| to_item(o, kind)));
                     continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
                     if continue_token.is_none() {
                         break list.metadata.resource_version.unwrap_or_default();
@@ -357,7 +359,7 @@ where
                 match event {
                     Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                         resource_version = obj.resource_version().unwrap_or(resource_version);
-                        if let Some((key, item)) = to_item(&obj, kind) {
+                        if let Some((key, item)) = to_item(obj, kind) {
                             let mut inner = lock(shared);
                             inner.stores[kind].insert(key, item);
                             inner.dirty = true;
@@ -391,172 +393,5 @@ where
                 backoff.wait().await;
             }
         }
-    }
-}
-
-#[cfg(test)]
-pub mod fixture;
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::{fixture::ApiFixture, *};
-
-    fn pod(name: &str, ip: &str, ready: bool, rv: &str) -> serde_json::Value {
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "resourceVersion": rv},
-            "spec": {"containers": [{"name": "c"}], "nodeName": "node-a"},
-            "status": {"phase": "Running", "podIP": ip,
-                       "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
-        })
-    }
-
-    fn wait_for(live: &LiveCluster, what: &str, ok: impl Fn(&LiveView) -> bool) -> LiveView {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let view = live.view();
-            if ok(&view) {
-                return view;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; pods: {:?}",
-                names(&view)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn names(view: &LiveView) -> Vec<(String, bool)> {
-        let mut v: Vec<_> = view
-            .state
-            .pods()
-            .iter()
-            .map(|p| (p.name.clone(), p.ready))
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// Against the fixture API server (see `fixture.rs`: a scripted stand-in speaking the API's JSON,
-    /// not a real API server): list, watch events, a bookmark that moves the resume point, a `410 Gone`
-    /// in the stream and one on the watch request, each forcing a relist; then the server goes away
-    /// and the names are kept but marked stale.
-    #[test]
-    fn follows_list_watch_bookmarks_and_relists_after_410_gone() {
-        let a = |ready, rv| pod("web-a", "10.244.1.10", ready, rv);
-        let fx = ApiFixture::start();
-        let pods = "/api/v1/pods";
-        fx.list(
-            pods,
-            "100",
-            vec![a(true, "90"), pod("web-b", "10.244.1.11", true, "95")],
-        );
-        fx.watch(pods, vec![
-            json!({"type": "ADDED", "object": pod("web-c", "10.244.1.12", true, "101")}),
-            json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "150"}}}),
-        ], false);
-        fx.watch(pods, vec![
-            json!({"type": "MODIFIED", "object": a(false, "160")}),
-            json!({"type": "DELETED", "object": pod("web-b", "10.244.1.11", true, "170")}),
-            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                   "status": "Failure", "message": "too old resource version: 170 (180)", "reason": "Expired", "code": 410}}),
-        ], false);
-        // web-c was deleted while we were not watching: only a relist can tell.
-        fx.list(
-            pods,
-            "200",
-            vec![a(false, "160"), pod("web-d", "10.244.1.13", true, "190")],
-        );
-        fx.gone(pods);
-        fx.list(
-            pods,
-            "300",
-            vec![a(true, "250"), pod("web-d", "10.244.1.13", true, "190")],
-        );
-        // Then the default: watches that stay open until the server stops.
-
-        let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
-        let view = wait_for(&live, "the state after the second relist", |v| {
-            !v.stale && names(v) == [("web-a".to_string(), true), ("web-d".to_string(), true)]
-        });
-        assert_eq!(view.age, Duration::ZERO);
-        assert_eq!(
-            view.state
-                .pod_by_ip("10.244.1.13".parse().expect("ip"))
-                .map(|p| p.name.as_str()),
-            Some("web-d")
-        );
-
-        let log = fx.requests(pods);
-        let expected = [
-            "list limit=500",
-            "watch rv=100",
-            "watch rv=150",   // the bookmark moved the resume point
-            "list limit=500", // ERROR 410 in the stream
-            "watch rv=200",
-            "list limit=500", // HTTP 410 on the watch request
-            "watch rv=300",
-        ];
-        assert_eq!(
-            &log[..expected.len()],
-            expected,
-            "requests for pods: {log:?}"
-        );
-        assert!(
-            fx.requests("/api/v1/nodes")
-                .starts_with(&["list limit=500".to_string()])
-        );
-        assert!(
-            fx.requests("/apis/discovery.k8s.io/v1/endpointslices")
-                .starts_with(&["list limit=500".to_string()])
-        );
-
-        // The API goes away: tracing goes on with the last names, marked stale.
-        fx.stop();
-        let view = wait_for(&live, "stale names", |v| v.stale);
-        assert_eq!(names(&view).len(), 2, "the last snapshot stays in use");
-    }
-
-    /// Regression: a record once said "in sync" and named nothing, between a list and its publication.
-    #[test]
-    fn names_are_current_only_once_the_list_is_in_the_snapshot() {
-        let fx = ApiFixture::start();
-        fx.list(
-            "/api/v1/pods",
-            "5",
-            vec![pod("web-a", "10.244.1.10", true, "5")],
-        );
-        let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while live.view().stale {
-            assert!(Instant::now() < deadline, "never in sync");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(
-            names(&live.view()).len(),
-            1,
-            "in sync means the list is in the snapshot"
-        );
-    }
-
-    #[test]
-    fn an_api_that_never_answers_gives_stale_empty_state_not_an_error() {
-        // A port nothing listens on (bound, then closed).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("port")
-            .port();
-        let live = LiveCluster::start(Config::new(
-            format!("http://127.0.0.1:{port}").parse().expect("url"),
-        ))
-        .expect("client");
-        std::thread::sleep(Duration::from_millis(300));
-        let view = live.view();
-        assert!(view.stale);
-        assert!(view.state.pods().is_empty());
-        assert!(view.age >= Duration::from_millis(250), "{:?}", view.age);
     }
 }

@@ -1,29 +1,38 @@
-//! Replays two incidents against hand-written `kubectl get ... -o json`
-//! fixtures, to pin down the answers the tracer must give:
-//! (a) "webhooks": a Service selector that also matched a worker Deployment
-//! whose pods do not listen on the Service port;
+//! The cluster model, its verdicts and the identities of records, against hand-written
+//! `kubectl get pods,services,endpointslices,nodes -A -o json` fixtures (`fixtures/`,
+//! `fixtures/make_fixtures.py` regenerates them), to pin down the answers the tracer must give for
+//! two incidents:
+//! (a) "webhooks": a Service selector that also matched a worker Deployment whose pods do not
+//! listen on the Service port;
 //! (b) "file-service": an EndpointSlice still pointing at a deleted pod's IP.
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use super::cluster::{AddressIdentity, ClusterError, ClusterState, Proto, TargetPort};
+use tracer::{
+    identity::cluster::{AddressIdentity, ClusterError, ClusterState, Proto, TargetPort},
+    verdict::{RefusedBy, Verdict},
+};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// A fixture from `identity/fixtures/`, as `kubectl get pods,services,endpointslices,nodes -A -o json`
-/// prints it.
-pub fn fixture(name: &str) -> String {
-    let path = format!(
-        "{}/src/identity/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap()
+fn at(s: &str) -> SocketAddr {
+    s.parse().expect("socket address")
 }
 
-pub fn load(name: &str) -> ClusterState {
+/// A fixture from `fixtures/`, as `kubectl get pods,services,endpointslices,nodes -A -o json`
+/// prints it.
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+fn load(name: &str) -> ClusterState {
     ClusterState::from_kubectl_json(&fixture(name)).unwrap()
 }
 
@@ -482,9 +491,349 @@ fn target_port_int_or_string() {
     assert_eq!(tp("\"8080\"").unwrap(), TargetPort::Number(8080));
     let msg = tp("true").unwrap_err().to_string();
     assert!(msg.contains("spec.ports[0].targetPort"), "{msg}");
-    assert!(
-        msg.contains("a port number (0-65535) or a port name"),
-        "{msg}"
-    );
-    assert!(tp("70000").is_err());
+    assert!(msg.contains("expected IntOrString"), "{msg}");
+    let msg = tp("70000").unwrap_err().to_string();
+    assert!(msg.contains("spec.ports[0].targetPort"), "{msg}");
+    assert!(msg.contains("a port number (0-65535)"), "{msg}");
+}
+
+// ----------------------------------------------------------------- verdicts
+
+mod verdicts {
+    use tracer::identity::verdicts::*;
+
+    use super::*;
+
+    #[test]
+    fn a_rst_from_a_worker_pod_selected_by_the_webhooks_service_names_pod_owner_service_and_selector()
+     {
+        let st = load("webhooks.json");
+        let v = for_connect(
+            &st,
+            Verdict::Refused { by: RefusedBy::Rst },
+            at("10.244.131.31:8080"),
+            None,
+        )
+        .expect("verdict");
+        assert_eq!(v.name, ENDPOINT_DOES_NOT_LISTEN);
+        assert_eq!(
+            v.explanation,
+            "Refused by pod app/webhooks-worker-9d9667f58-hm2vd (Deployment webhooks-worker), a Ready \
+             endpoint of Service app/webhooks: selector app=webhooks,app.kubernetes.io/component=webhooks \
+             also matches webhooks-worker-9d9667f58-hm2vd, which declares no port 8080 (2 of the 6 pods \
+             it matches declare no port 8080: about that share of connects is refused)."
+        );
+    }
+
+    #[test]
+    fn a_rst_from_a_web_pod_that_declares_the_port_says_nothing_listens() {
+        let st = load("webhooks.json");
+        let v = endpoint_does_not_listen(&st, at("10.244.131.21:8080")).expect("verdict");
+        assert!(
+            v.explanation
+                .contains("declares port 8080 but nothing listens"),
+            "{}",
+            v.explanation
+        );
+    }
+
+    #[test]
+    fn a_rst_from_an_address_that_is_no_endpoint_has_no_cluster_verdict() {
+        let st = load("webhooks.json");
+        assert_eq!(
+            endpoint_does_not_listen(&st, at("10.244.131.31:9090")),
+            None
+        );
+        assert_eq!(endpoint_does_not_listen(&st, at("93.184.216.34:443")), None);
+    }
+
+    #[test]
+    fn an_unanswered_connect_to_the_deleted_resolver_ip_is_backend_is_no_live_pod() {
+        let st = load("file-service.json");
+        let v = for_connect(
+            &st,
+            Verdict::Abandoned,
+            at("10.244.154.66:8012"),
+            Some(at("10.96.31.1:80")),
+        )
+        .expect("verdict");
+        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert_eq!(
+            v.explanation,
+            "No live pod has 10.244.154.66:8012: EndpointSlice file-service-q7w2n of Service \
+             app/file-service still lists it for pod file-resolver-5f8d7c6b4-9wz2k, which no longer \
+             exists, and this connect reached it through 10.96.31.1:80 (the address is in node node-b's \
+             pod range); it last belonged to finished pod app/files-gc-28499520-kq7zt. The SYN goes \
+             into a black hole."
+        );
+    }
+
+    #[test]
+    fn a_service_map_pointing_at_an_address_no_slice_lists_still_names_the_service() {
+        // Incident 000: the slice was rewritten to the live resolver, the datapath kept the dead one.
+        let st = load("file-service.json");
+        let v = backend_is_no_live_pod(&st, at("10.244.154.77:8012"), Some(at("10.96.31.1:80")))
+            .expect("verdict");
+        assert!(
+            v.explanation
+                .contains("Service app/file-service at 10.96.31.1:80"),
+            "{}",
+            v.explanation
+        );
+        assert!(
+            v.explanation
+                .contains("Service map still points at a deleted pod"),
+            "{}",
+            v.explanation
+        );
+        // Without a Service in between and no slice listing it, an unknown address is not accused.
+        assert_eq!(
+            backend_is_no_live_pod(&st, at("93.184.216.34:443"), None),
+            None
+        );
+        assert_eq!(
+            backend_is_no_live_pod(&st, at("10.244.154.77:8012"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn live_pods_nodes_and_service_ips_are_not_backends_gone() {
+        let st = load("file-service.json");
+        assert_eq!(
+            for_connect(&st, Verdict::TimedOut, at("10.244.131.127:8012"), None),
+            None
+        );
+        assert_eq!(
+            for_connect(&st, Verdict::Slow, at("10.244.154.66:8012"), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_black_hole_through_a_cluster_ip_names_the_dead_endpoint_the_service_balances_to() {
+        let st = load("file-service.json");
+        let v = for_connect(&st, Verdict::Unanswered, at("10.96.31.1:80"), None).expect("verdict");
+        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert!(
+            v.explanation.contains(
+                "balances connects to 10.244.154.66:8012 (pod file-resolver-5f8d7c6b4-9wz2k, gone)"
+            ),
+            "{}",
+            v.explanation
+        );
+    }
+
+    const DNS: &str = r#"{"kind":"List","items":[
+      {"kind":"Node","metadata":{"name":"node-a"},"spec":{"podCIDR":"10.244.1.0/24"}},
+      {"kind":"Service","metadata":{"name":"kube-dns","namespace":"kube-system"},
+       "spec":{"clusterIP":"10.96.0.10","selector":{"k8s-app":"kube-dns"},
+               "ports":[{"name":"dns","port":53,"protocol":"UDP"}]}},
+      {"kind":"Pod","metadata":{"name":"coredns-5d78c9869d-r2xkq","namespace":"kube-system","uid":"u1",
+        "labels":{"k8s-app":"kube-dns"}},"status":{"phase":"Running","podIP":"10.244.1.9"}},
+      {"kind":"EndpointSlice","metadata":{"name":"kube-dns-abcde","namespace":"kube-system",
+        "labels":{"kubernetes.io/service-name":"kube-dns"}},"addressType":"IPv4",
+       "ports":[{"name":"dns","port":53,"protocol":"UDP"}],
+       "endpoints":[{"addresses":["10.244.1.7"],"conditions":{"ready":true},
+                     "targetRef":{"kind":"Pod","name":"coredns-5d78c9869d-8fz4w","namespace":"kube-system"}},
+                    {"addresses":["10.244.1.9"],"conditions":{"ready":true},
+                     "targetRef":{"kind":"Pod","name":"coredns-5d78c9869d-r2xkq","namespace":"kube-system"}}]}
+    ]}"#;
+
+    #[test]
+    fn unanswered_dns_to_a_deleted_coredns_pod_names_the_live_ones() {
+        let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
+        let v = dns_server_is_no_live_pod(&st, at("10.244.1.7:53")).expect("verdict");
+        assert_eq!(v.name, DNS_SERVER_IS_NO_LIVE_POD);
+        assert!(v.explanation.starts_with(
+            "No live pod has DNS server 10.244.1.7:53: EndpointSlice kube-dns-abcde still lists it for pod \
+             coredns-5d78c9869d-8fz4w, which no longer exists; Service kube-system/kube-dns's pods now are \
+             coredns-5d78c9869d-r2xkq (10.244.1.9)."
+        ), "{}", v.explanation);
+        // A deleted DNS pod no slice lists any more: still in a pod range, still no pod.
+        let v = dns_server_is_no_live_pod(&st, at("10.244.1.8:53")).expect("verdict");
+        assert!(
+            v.explanation.contains("node node-a's pod range"),
+            "{}",
+            v.explanation
+        );
+    }
+
+    #[test]
+    fn dns_to_a_live_pod_the_service_ip_or_outside_the_cluster_is_no_verdict() {
+        let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
+        assert_eq!(dns_server_is_no_live_pod(&st, at("10.244.1.9:53")), None);
+        assert_eq!(dns_server_is_no_live_pod(&st, at("10.96.0.10:53")), None);
+        assert_eq!(dns_server_is_no_live_pod(&st, at("8.8.8.8:53")), None);
+    }
+}
+
+// --------------------------------------------------------------- identities
+
+mod identities {
+    use std::sync::Arc;
+
+    use tracer::identity::{Identities, Identity, source::ClusterSource};
+
+    use super::*;
+
+    fn with_state(file: &str) -> Identities {
+        let source = ClusterSource::File {
+            state: Arc::new(load(file)),
+            written: std::time::SystemTime::now(),
+        };
+        Identities::new(None, Some(source))
+    }
+
+    #[test]
+    fn a_refused_connect_from_one_pod_to_a_worker_pod_carries_both_names_and_the_verdict() {
+        let mut ids = with_state("webhooks.json");
+        // From a web pod (named by its address: no cgroup here) to a worker pod.
+        let id = ids.connect(
+            0,
+            at("10.244.131.21:40522"),
+            at("10.244.154.32:8080"),
+            None,
+            Verdict::Refused { by: RefusedBy::Rst },
+        );
+        assert_eq!(id.src_pod.as_deref(), Some("webhooks-86c79d5f77-2xk9p"));
+        assert_eq!(id.src_namespace.as_deref(), Some("app"));
+        assert_eq!(id.src_owner.as_deref(), Some("Deployment/webhooks"));
+        assert_eq!(
+            id.dst_pod.as_deref(),
+            Some("webhooks-worker-9d9667f58-qs8rx")
+        );
+        assert_eq!(id.dst_owner.as_deref(), Some("Deployment/webhooks-worker"));
+        assert_eq!(
+            (id.dst_node.as_deref(), id.dst_ready),
+            (Some("node-b"), Some(true))
+        );
+        assert_eq!(id.dst_service.as_deref(), Some("app/webhooks"));
+        assert_eq!(id.dst_endpoint_of, ["app/webhooks"]);
+        assert_eq!(
+            id.cluster_verdict.as_deref(),
+            Some("endpoint does not listen")
+        );
+        assert_eq!(
+            (id.identity_source.as_deref(), id.identity_stale),
+            (Some("file"), false)
+        );
+    }
+
+    #[test]
+    fn a_dialled_service_ip_names_the_service_and_the_backend_pod() {
+        let mut ids = with_state("file-service.json");
+        let id = ids.connect(
+            0,
+            at("10.244.131.5:1234"),
+            at("10.244.131.127:8012"),
+            Some(at("10.96.31.1:80")),
+            Verdict::Slow,
+        );
+        assert_eq!(id.dst_service.as_deref(), Some("app/file-service"));
+        assert_eq!(id.dst_pod, None);
+        assert_eq!(
+            id.backend_pod.as_deref(),
+            Some("file-service-7d4b9c8f6-x2x9z")
+        );
+        assert_eq!(
+            (id.backend_node.as_deref(), id.backend_ready),
+            (Some("node-a"), Some(true))
+        );
+        assert_eq!(id.cluster_verdict, None, "answered: nothing to say");
+    }
+
+    #[test]
+    fn a_rst_from_the_backend_kube_proxy_chose_is_judged_on_that_backend() {
+        // The app dialled the webhooks cluster IP; conntrack showed the DNAT to a worker pod.
+        let mut ids = with_state("webhooks.json");
+        let id = ids.connect(
+            0,
+            at("10.244.131.21:40522"),
+            at("10.244.131.31:8080"),
+            Some(at("10.96.188.1:8080")),
+            Verdict::Refused { by: RefusedBy::Rst },
+        );
+        assert_eq!(id.dst_service.as_deref(), Some("app/webhooks"));
+        assert_eq!(id.dst_port_name.as_deref(), Some("http"));
+        assert_eq!(
+            id.backend_pod.as_deref(),
+            Some("webhooks-worker-9d9667f58-hm2vd")
+        );
+        assert_eq!(
+            id.cluster_verdict.as_deref(),
+            Some("endpoint does not listen")
+        );
+    }
+
+    #[test]
+    fn without_cluster_state_only_the_process_side_is_named() {
+        let mut ids = Identities::new(None, None);
+        let id = ids.connect(
+            0,
+            at("10.0.0.1:1"),
+            at("10.0.0.2:2"),
+            None,
+            Verdict::Abandoned,
+        );
+        assert_eq!(id, Identity::default());
+        assert_eq!(ids.dns_server_verdict(at("10.0.0.2:53")), None);
+    }
+
+    #[test]
+    fn a_kubepods_cgroup_names_the_pod_by_uid() {
+        let root = std::env::temp_dir().join(format!("tracer-identity-cg-{}", std::process::id()));
+        let dir = root.join(
+            "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pode6a8c0d2_4186_4fc2_935a_e6a8c0d2f4b5.slice/\
+             cri-containerd-4f9d1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7.scope",
+        );
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let cgroup_id =
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&dir).expect("stat"));
+        let source = ClusterSource::File {
+            state: Arc::new(load("webhooks.json")),
+            written: std::time::SystemTime::now(),
+        };
+        let mut ids = Identities::new(Some(root.clone()), Some(source));
+        let id = ids.healthy(cgroup_id, at("10.96.188.1:8080"));
+        std::fs::remove_dir_all(&root).expect("cleanup");
+        assert_eq!(
+            id.src_pod.as_deref(),
+            Some("webhooks-worker-9d9667f58-hm2vd")
+        );
+        assert_eq!(id.src_container.as_deref(), Some("4f9d1a2b3c4d"));
+        assert!(
+            id.src_cgroup
+                .as_deref()
+                .is_some_and(|p| p.starts_with("/kubepods.slice/"))
+        );
+        assert_eq!(
+            (id.dst_service.as_deref(), id.dst_port_name.as_deref()),
+            (Some("app/webhooks"), Some("http"))
+        );
+    }
+}
+
+// ------------------------------------------------------------------- source
+
+mod source {
+    use std::time::Duration;
+
+    use tracer::identity::source::ClusterSource;
+
+    use super::*;
+
+    #[test]
+    fn a_snapshot_file_loads_and_says_where_names_come_from() {
+        // A fresh copy: the age is the file's.
+        let path = std::env::temp_dir().join(format!(
+            "tracer-source-{}-webhooks.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, fixture("webhooks.json")).expect("write temp file");
+        let view = ClusterSource::from_file(&path).expect("load").view();
+        assert_eq!((view.source, view.stale), ("file", false));
+        assert_eq!(view.state.pods().len(), 7);
+        assert!(view.age < Duration::from_mins(1));
+    }
 }
