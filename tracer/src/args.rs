@@ -164,7 +164,7 @@ pub struct SummaryArgs {
 pub enum Format {
     /// Like `conntrack -E`, verdict first.
     Text,
-    /// JSON lines (schema in the README).
+    /// JSON lines (schema in docs/schema.md).
     Json,
 }
 

@@ -1,18 +1,20 @@
 //! `tracer`: names the black holes on a Kubernetes node.
 //!
 //! The path of one event, in file order:
-//! `kernel/` (load, attach, ring buffer) -> `decode.rs` (bytes -> event) -> `flows.rs` (events ->
-//! flows) -> `verdict.rs` (the verdict and its sentence) -> `enrich.rs` (names, wall time) ->
-//! `filter.rs` -> `sink/` (JSON lines, text, a channel to the TUI). `live.rs` wires them. `main.rs` parses the command line
-//! (`cli.rs`, with each command's options in `args.rs`) and calls the command.
+//! `kernel/` (load, attach, ring buffer, the DNS maps swept) -> `decode.rs` (bytes -> event) ->
+//! `flows.rs` (TCP events -> flows) or `dns/` (queries -> findings) -> `verdict.rs` (the verdict
+//! and its sentence) -> `enrich/` (names, wall time, Service and backend) -> `filter.rs` ->
+//! `record.rs` (the typed records) -> `sink/` (JSON lines, text, a channel to the TUI).
+//! `pipeline.rs` is that path for one record; `live.rs` runs it in the event loop; `stats.rs` builds
+//! the `stats` record; `service_view.rs` keeps each Service's verdicts over a window.
 //!
-//! `tui/` is the terminal UI, fed live through `sink/channel.rs` or from a recorded file by
-//! `replay.rs`; `tui/summary.rs` prints its ranked table as text.
+//! `incidents/` is the ranked model of what the records say, shared by `tui/` (fed live through
+//! `sink/channel.rs` or from a recording by `replay.rs`) and `tui/summary.rs`.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
-//! `dns/` follows UDP DNS queries (unanswered, refused, slow, stuck sockets).
+//! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
-//! `conntrack/` names the Service and backend of a flow; `bench_pipeline.rs` is the hidden throughput
-//! benchmark of the stages above (`cargo xtask bench`).
+//! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
+//! `bench_pipeline.rs` and `bench_cluster_model.rs` are hidden benchmarks (`cargo xtask bench`).
 #![allow(
     clippy::missing_errors_doc,
     clippy::missing_panics_doc,

@@ -1,4 +1,4 @@
-//! The records the tracer reports: one type per JSON-lines record kind (see `sink/json.rs` for the
+//! The records the tracer reports: one type per JSON-lines record kind (see docs/schema.md for the
 //! schema as a user reads it). Text mode, the JSON sink and `replay` all use these types.
 use std::net::SocketAddr;
 
