@@ -79,4 +79,4 @@ impl FromStr for Timestamp {
     }
 }
 
-crate::record::serde_as_text!(Timestamp);
+crate::serde_text::serde_as_text!(Timestamp);

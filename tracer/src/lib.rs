@@ -45,6 +45,7 @@ pub mod reader_fuzz;
 pub mod record;
 pub mod replay;
 pub mod route_check;
+pub mod serde_text;
 pub mod service_view;
 pub mod sink;
 pub mod stats;

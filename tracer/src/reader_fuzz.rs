@@ -15,7 +15,7 @@ use crate::{
 
 const CASES: u32 = 512;
 
-const RECORDING: &str = include_str!("tui/fixtures/a_dead_backend.jsonl");
+const RECORDING: &str = include_str!("../tests/fixtures/tui/a_dead_backend.jsonl");
 const SNAPSHOT: &str = include_str!("../tests/fixtures/webhooks.json");
 /// What the kernel copies after the header of `dig web.default.svc.cluster.local A`: the question
 /// (35 bytes), then the start of the EDNS record.

@@ -5,29 +5,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 pub use crate::clock::Timestamp;
-use crate::{
-    dns::queries::DnsVerdict,
-    verdict::{Errno, Verdict, VerdictKind},
-};
-
-/// Serde for types whose JSON form is their text (`Display` out, `FromStr` in).
-macro_rules! serde_as_text {
-    ($($t:ty),+) => {$(
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
-                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    )+};
-}
-pub(crate) use serde_as_text;
+use crate::verdict::{DnsVerdict, Errno, Verdict, VerdictKind};
 
 /// Version of the JSON-lines schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -398,7 +398,34 @@ impl FromStr for Errno {
     }
 }
 
-crate::record::serde_as_text!(Cause, Errno);
+crate::serde_text::serde_as_text!(Cause, Errno);
+
+/// The verdict of a DNS query that needs attention, as in JSON `verdict`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DnsVerdict {
+    /// Answered with NOERROR, but slower than `--dns-slow`.
+    Slow,
+    /// Answered with another RCODE.
+    Error,
+    /// No reply within `--dns-timeout`.
+    Unanswered,
+    /// The socket was told `ECONNREFUSED` (an ICMP port-unreachable).
+    Refused,
+}
+
+impl DnsVerdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            DnsVerdict::Slow => "slow",
+            DnsVerdict::Error => "error",
+            DnsVerdict::Unanswered => "unanswered",
+            DnsVerdict::Refused => "refused",
+        }
+    }
+}
 
 /// `1.2s`, `350ms`: readable at a glance.
 pub fn format_duration(d: Duration) -> String {

@@ -32,7 +32,7 @@ fn recordings() -> Vec<PathBuf> {
         "c_no_endpoints_icmp",
         "d_mixed_with_drops",
     ] {
-        files.push(root.join(format!("src/tui/fixtures/{name}.jsonl")));
+        files.push(root.join(format!("tests/fixtures/tui/{name}.jsonl")));
     }
     files
 }

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 const TRACER: &str = env!("CARGO_BIN_EXE_tracer");
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tui/fixtures");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tui");
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(TRACER)

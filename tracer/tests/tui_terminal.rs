@@ -1,5 +1,6 @@
 //! The real binary in a real terminal (tmux): what a person sees after typing, and that the terminal
-//! is back in cooked mode after a panic. Skipped, with a message, where tmux is not installed.
+//! is back in cooked mode after a panic in the TUI's terminal session (`examples/tui_panic.rs`).
+//! `cargo xtask test` installs tmux; without it these tests fail.
 use std::{
     process::Command,
     thread::sleep,
@@ -9,8 +10,24 @@ use std::{
 const TRACER: &str = env!("CARGO_BIN_EXE_tracer");
 const DEAD_BACKEND: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/src/tui/fixtures/a_dead_backend.jsonl"
+    "/tests/fixtures/tui/a_dead_backend.jsonl"
 );
+
+/// `examples/tui_panic.rs`, which `cargo test` builds beside the test binaries.
+fn tui_panic_example() -> String {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps");
+    let example = profile_dir.join("examples/tui_panic");
+    assert!(
+        example.exists(),
+        "{} was not built: `cargo test -p tracer` builds it, as does `cargo build -p tracer --example tui_panic`",
+        example.display()
+    );
+    example.display().to_string()
+}
 
 fn temp_file(name: &str, text: &str) -> String {
     let path = std::env::temp_dir().join(format!("tracer-test-{}-{name}", std::process::id()));
@@ -24,7 +41,6 @@ struct Tmux {
 }
 
 impl Tmux {
-    /// `None` when tmux is not installed.
     /// A tmux server running `command`. `cargo xtask test` installs tmux; without it this test
     /// fails rather than pass having checked nothing.
     fn start(name: &str, command: &str) -> Tmux {
@@ -167,9 +183,10 @@ fn replay_in_a_terminal_answers_filter_view_help_and_quit() {
 fn a_panic_restores_the_terminal() {
     // The shell reports the exit code and the terminal modes after the tracer panicked in raw mode.
     let script = format!(
-        "RUST_BACKTRACE=0 TRACER_TEST_PANIC=1 {TRACER} replay {DEAD_BACKEND} --speed 0; echo exit=$?; \
+        "RUST_BACKTRACE=0 {} {DEAD_BACKEND}; echo exit=$?; \
          echo modes: $(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo); \
-         sleep 60"
+         sleep 60",
+        tui_panic_example()
     );
     let script = temp_file("panic.sh", &script);
     let tmux = Tmux::start("panic", &format!("sh {script}"));
@@ -179,7 +196,7 @@ fn a_panic_restores_the_terminal() {
         "a panic exits with 101:\n{screen}"
     );
     assert!(
-        screen.contains("TRACER_TEST_PANIC is set"),
+        screen.contains("panicking on purpose inside the TUI"),
         "the panic message reaches the user:\n{screen}"
     );
     let modes = screen

@@ -26,11 +26,7 @@ use self::{
     queries::{Outcome, Query},
     stuck::{Lost, Stuck, StuckDetector},
 };
-use crate::{
-    decode::ip_from_kernel,
-    kernel::dns::{Expired, HealthyTotals},
-    record::DnsStats,
-};
+use crate::{decode::ip_from_kernel, record::DnsStats};
 
 /// How often pending queries are checked for their timeout.
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(250);
@@ -42,6 +38,18 @@ pub fn is_dns_record(bytes: &[u8]) -> bool {
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .is_some_and(|b| u32::from_ne_bytes(b) == EVENT_DNS_REPLY)
 }
+
+/// A pending query taken out of the kernel's table: what became of it, and when its socket last
+/// got an answer (for the stuck-socket verdict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expired {
+    pub query: Query,
+    pub outcome: Outcome,
+    pub socket_answered_ns: Option<u64>,
+}
+
+/// Per server: fast NOERROR replies and their summed latency, since the start.
+pub type HealthyTotals = hashbrown::HashMap<Endpoint, (u64, u64)>;
 
 /// The Service a query meant and the server it was sent to, when load balancing was seen.
 pub type ServiceServer = (SocketAddr, SocketAddr);

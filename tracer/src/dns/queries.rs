@@ -8,34 +8,10 @@ use std::{
 use tracer_common::{DnsKey, PendingDns, SockError};
 
 use super::question::{self, Question, QuestionError};
-use crate::decode::{comm_to_string, ip_from_kernel};
-
-/// The verdict of a DNS query that needs attention, as in JSON `verdict`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum DnsVerdict {
-    /// Answered with NOERROR, but slower than `--dns-slow`.
-    Slow,
-    /// Answered with another RCODE.
-    Error,
-    /// No reply within `--dns-timeout`.
-    Unanswered,
-    /// The socket was told `ECONNREFUSED` (an ICMP port-unreachable).
-    Refused,
-}
-
-impl DnsVerdict {
-    pub fn name(self) -> &'static str {
-        match self {
-            DnsVerdict::Slow => "slow",
-            DnsVerdict::Error => "error",
-            DnsVerdict::Unanswered => "unanswered",
-            DnsVerdict::Refused => "refused",
-        }
-    }
-}
+use crate::{
+    decode::{comm_to_string, ip_from_kernel},
+    verdict::DnsVerdict,
+};
 
 /// What became of a query that needs attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,8 @@
 //!   the Service and the selector terms that made the pod an endpoint (incident 003: a selector that
 //!   also matched worker pods with no listener).
 //! - `DNS server is no live pod`: DNS queries nobody answers, sent to an address no current pod has
-//!   (incident 004: nginx's resolver socket glued to a deleted CoreDNS pod). DNS records arrive in a
-//!   later issue; [`dns_server_is_no_live_pod`] is ready for them.
+//!   (incident 004: nginx's resolver socket glued to a deleted CoreDNS pod), for unanswered and
+//!   refused DNS records.
 use std::{fmt::Write as _, net::SocketAddr};
 
 use super::cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service};

@@ -3,8 +3,8 @@
 use std::{collections::BTreeMap, net::SocketAddr};
 
 use crate::{
-    dns::queries::DnsVerdict,
     record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
+    verdict::DnsVerdict,
 };
 
 /// Counts for one DNS server (the address the queries went to; the DNS pod when a Service was

@@ -11,7 +11,10 @@ use aya::{
 };
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
 
-use crate::dns::queries::{self, Outcome, Query};
+use crate::dns::{
+    Expired, HealthyTotals,
+    queries::{self, Query},
+};
 
 use super::{
     capabilities::{self, Capabilities},
@@ -58,18 +61,6 @@ pub struct DnsMaps {
     sock_errors: HashMap<MapData, u64, SockError>,
     sock_answered: HashMap<MapData, u64, u64>,
 }
-
-/// A pending query taken out of the kernel's table: what became of it, and when its socket last
-/// got an answer (for the stuck-socket verdict).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expired {
-    pub query: Query,
-    pub outcome: Outcome,
-    pub socket_answered_ns: Option<u64>,
-}
-
-/// Per server: fast NOERROR replies and their summed latency, since the start.
-pub type HealthyTotals = hashbrown::HashMap<Endpoint, (u64, u64)>;
 
 impl DnsMaps {
     /// Takes the queries that waited `timeout_ns` or whose socket was refused out of

@@ -48,9 +48,6 @@ pub struct Options {
     pub copy_file: Option<PathBuf>,
     /// Also put the copied row on the clipboard with OSC 52 (a real terminal only).
     pub osc52: bool,
-    /// Test hook (`TRACER_TEST_PANIC=1`): panic after the first frame, to check the terminal is
-    /// restored.
-    pub panic_after_first_frame: bool,
 }
 
 /// Runs until the user quits. Records stop arriving when the source ends; the screen stays.
@@ -93,7 +90,6 @@ pub async fn run<B: Backend>(
                     state.tick(SystemTime::now());
                 }
                 draw(terminal, state)?;
-                assert!(!options.panic_after_first_frame, "TRACER_TEST_PANIC is set: panicking on purpose");
             }
             n = records.recv_many(&mut batch, BATCH), if records_open => {
                 if n == 0 {
@@ -118,7 +114,7 @@ pub fn draw<B: Backend>(terminal: &mut Terminal<B>, state: &mut State) -> Result
 }
 
 /// Puts the row where a person can paste it; returns what happened, for the footer.
-pub(super) fn copy(json: &str, options: &Options) -> String {
+pub fn copy(json: &str, options: &Options) -> String {
     let mut done = Vec::new();
     if let Some(path) = &options.copy_file {
         match std::fs::write(path, format!("{json}\n")) {

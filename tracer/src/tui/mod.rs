@@ -1,10 +1,9 @@
 //! The live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
 //! (`tracer summary`).
 //!
-//! `state.rs` (the model, from `Record`s) -> `view.rs` (widgets rendering `&State`) <- `keys.rs`
-//! (key -> action) <- `app.rs` (the loop: keys, frame tick, batches of records). `dns.rs` is the DNS
-//! view's part of the model. `terminal.rs` owns
-//! the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
+//! `state.rs` (the incident model of `incidents/` and how the user looks at it) -> `view.rs`
+//! (widgets rendering `&State`) <- `keys.rs` (key -> action) <- `app.rs` (the loop: keys, frame
+//! tick, batches of records). `terminal.rs` owns the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
 //! ranked table. Records arrive on a channel: from `live.rs` through `sink::channel`, or from
 //! `replay.rs`.
 pub mod advice;
@@ -12,11 +11,8 @@ pub mod app;
 pub mod keys;
 pub mod state;
 pub mod summary;
-mod terminal;
+pub mod terminal;
 pub mod view;
-
-#[cfg(test)]
-mod snapshots;
 
 use std::{
     path::Path,
@@ -49,7 +45,6 @@ fn options(clock: Clock) -> Options {
         clock,
         copy_file: Some(std::env::temp_dir().join("tracer-row.json")),
         osc52: true,
-        panic_after_first_frame: std::env::var_os("TRACER_TEST_PANIC").is_some_and(|v| v == "1"),
     }
 }
 

@@ -82,7 +82,7 @@ impl VerdictFilter {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sort {
-    /// Worst verdict first, then most flows: the ranking of the issue.
+    /// Worst verdict first, then most flows.
     #[default]
     Severity,
     Count,

@@ -1,5 +1,5 @@
-//! Whole screens, as a person sees them, for each incident shape (fixtures in `fixtures/`, made by
-//! `fixtures/make_fixtures.py`), at 80x24 and 120x40. And the loop itself: keys act while records
+//! Whole screens, as a person sees them, for each incident shape (fixtures in `fixtures/tui/`, made
+//! by `fixtures/tui/make_fixtures.py`), at 80x24 and 120x40. And the loop itself: keys act while records
 //! pour in.
 use std::{
     path::Path,
@@ -11,16 +11,19 @@ use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use ratatui::{Terminal, backend::TestBackend, style::Color};
 use tokio::sync::mpsc;
 
-use super::{
-    app::{self, Clock, Options},
-    state::{Action, State, View},
+use tracer::{
+    record::Record,
+    replay,
+    tui::{
+        app::{self, Clock, Options},
+        state::{Action, State, View},
+    },
 };
-use crate::{record::Record, replay};
 
-const DEAD_BACKEND: &str = include_str!("fixtures/a_dead_backend.jsonl");
-const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/b_refused_two_of_six.jsonl");
-const NO_ENDPOINTS: &str = include_str!("fixtures/c_no_endpoints_icmp.jsonl");
-const MIXED_WITH_DROPS: &str = include_str!("fixtures/d_mixed_with_drops.jsonl");
+const DEAD_BACKEND: &str = include_str!("fixtures/tui/a_dead_backend.jsonl");
+const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/tui/b_refused_two_of_six.jsonl");
+const NO_ENDPOINTS: &str = include_str!("fixtures/tui/c_no_endpoints_icmp.jsonl");
+const MIXED_WITH_DROPS: &str = include_str!("fixtures/tui/d_mixed_with_drops.jsonl");
 
 fn records(fixture: &str) -> Vec<Record> {
     replay::parse(fixture, Path::new("fixture"))
@@ -203,27 +206,27 @@ fn help_dns_and_filter_screens() {
 fn summary_ranks_worst_first() {
     let mut s = state_of(MIXED_WITH_DROPS);
     s.origin = "d_mixed_with_drops.jsonl".into();
-    insta::assert_snapshot!("summary_mixed_with_drops", super::summary::render(&s));
+    insta::assert_snapshot!("summary_mixed_with_drops", tracer::tui::summary::render(&s));
     let mut s = state_of(DEAD_BACKEND);
     s.origin = "a_dead_backend.jsonl".into();
-    insta::assert_snapshot!("summary_dead_backend", super::summary::render(&s));
+    insta::assert_snapshot!("summary_dead_backend", tracer::tui::summary::render(&s));
 }
 
 #[test]
 fn summary_says_when_refusals_came_before_destroy_events_were_followed() {
     let mut s = state_of(REFUSED_TWO_OF_SIX);
-    let before = super::summary::render(&s);
+    let before = tracer::tui::summary::render(&s);
     assert!(!before.contains("no backend named"), "{before}");
-    s.apply(Record::Stats(crate::record::StatsRecord {
+    s.apply(Record::Stats(tracer::record::StatsRecord {
         is_final: true,
-        conntrack: crate::record::ConntrackStats {
+        conntrack: tracer::record::ConntrackStats {
             destroy_events: "auto".into(),
             destroy_events_subscribed: true,
             refused_before_subscription: 1,
         },
-        ..crate::record::StatsRecord::default()
+        ..tracer::record::StatsRecord::default()
     }));
-    let after = super::summary::render(&s);
+    let after = tracer::tui::summary::render(&s);
     assert!(
         after.contains("refused with no backend named: 1 ("),
         "{after}"
@@ -261,8 +264,8 @@ fn the_services_view_shows_what_the_nodes_conntrack_says() {
 fn the_copy_key_writes_the_selected_row_as_json_to_the_copy_file() {
     let mut s = state_of(DEAD_BACKEND);
     let key = KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE);
-    let action = super::keys::action(key, false).expect("y is a key");
-    let super::state::Effect::Copy(json) = s.act(action) else {
+    let action = tracer::tui::keys::action(key, false).expect("y is a key");
+    let tracer::tui::state::Effect::Copy(json) = s.act(action) else {
         panic!("y copies the selected row");
     };
     let path = std::env::temp_dir().join(format!("tracer-copy-{}.json", std::process::id()));
@@ -291,7 +294,7 @@ fn the_copy_key_writes_the_selected_row_as_json_to_the_copy_file() {
 /// `verdict.rs` gives for that record's verdict, destination, SYNs and wait.
 #[test]
 fn the_fixtures_sentences_are_the_ones_verdict_rs_writes() {
-    use crate::verdict::{RefusedBy, Unreachable, Verdict};
+    use tracer::verdict::{RefusedBy, Unreachable, Verdict};
     let candidates = [
         Verdict::Slow,
         Verdict::Unanswered,
@@ -352,25 +355,25 @@ fn the_header_names_the_capabilities_this_kernel_degrades() {
     let mut s = state_of(DEAD_BACKEND);
     let text = |s: &mut State| screen_text(&render(s, 160, 24));
     assert!(!text(&mut s).contains("DEGRADED"));
-    let mut kernel = crate::record::KernelInfo {
+    let mut kernel = tracer::record::KernelInfo {
         release: "5.10.0-32-amd64".into(),
-        ..crate::record::KernelInfo::default()
+        ..tracer::record::KernelInfo::default()
     };
     kernel
         .capabilities
-        .insert("dns".into(), crate::record::Capability::Full);
+        .insert("dns".into(), tracer::record::Capability::Full);
     kernel.capabilities.insert(
         "dns_refused".into(),
-        crate::record::Capability::Degraded {
+        tracer::record::Capability::Degraded {
             reason: "no tracepoint inet_sk_error_report".into(),
         },
     );
-    s.apply(Record::Stats(crate::record::StatsRecord {
+    s.apply(Record::Stats(tracer::record::StatsRecord {
         kernel: Some(kernel),
-        ..crate::record::StatsRecord::default()
+        ..tracer::record::StatsRecord::default()
     }));
     // A later record without the kernel object keeps what the first one said.
-    s.apply(Record::Stats(crate::record::StatsRecord::default()));
+    s.apply(Record::Stats(tracer::record::StatsRecord::default()));
     let screen = text(&mut s);
     assert!(screen.contains("DEGRADED dns_refused"), "{screen}");
 }
@@ -380,7 +383,6 @@ fn options() -> Options {
         clock: Clock::Records,
         copy_file: None,
         osc52: false,
-        panic_after_first_frame: false,
     }
 }
 
