@@ -182,18 +182,10 @@ impl Model {
             records.remove(1);
         }
         records.push(c.clone());
-        let row = self.rows.entry(key.clone()).or_insert_with(|| Row {
-            key: key.clone(),
-            count: 0,
-            live: 0,
-            syns: 0,
-            syn_sent_ms: 0.0,
-            first_seen: t,
-            last_seen: t,
-            explanation: String::new(),
-            timeline: Vec::new(),
-            changed_at: t,
-        });
+        let row = self
+            .rows
+            .entry(key.clone())
+            .or_insert_with(|| Row::new(key.clone(), t));
         if new_in_row {
             row.count += 1;
             if !c.is_final {
@@ -226,16 +218,8 @@ impl Model {
         self.advance(t);
         let key = RowKey::of_healthy(h);
         let row = self.rows.entry(key.clone()).or_insert_with(|| Row {
-            key,
-            count: 0,
-            live: 0,
             syns: 1,
-            syn_sent_ms: 0.0,
-            first_seen: t,
-            last_seen: t,
-            explanation: String::new(),
-            timeline: Vec::new(),
-            changed_at: t,
+            ..Row::new(key, t)
         });
         #[expect(
             clippy::cast_precision_loss,

@@ -132,6 +132,22 @@ pub enum Mark {
 }
 
 impl Row {
+    /// A row first seen at `t`, with no flow counted yet.
+    pub fn new(key: RowKey, t: SystemTime) -> Row {
+        Row {
+            key,
+            count: 0,
+            live: 0,
+            syns: 0,
+            syn_sent_ms: 0.0,
+            first_seen: t,
+            last_seen: t,
+            explanation: String::new(),
+            timeline: Vec::new(),
+            changed_at: t,
+        }
+    }
+
     pub fn mark(&self, now: SystemTime) -> Mark {
         let since = |t: SystemTime| now.duration_since(t).unwrap_or_default();
         let resolved_live = self.key.verdict == VerdictKind::Unanswered && self.live == 0;
