@@ -507,6 +507,33 @@ impl ServiceBed {
         }
     }
 
+    /// An address on a routed link (a veth, not the bridge) where no host answers neighbour
+    /// discovery: a node that is gone, as a stale datapath may still send to it. Returns the address
+    /// and the namespace at the link's other end (it has no address, so it answers nothing).
+    pub fn gone_host(&self, name: &str) -> (Ipv4Addr, Netns) {
+        let n = self.vip.octets()[2];
+        let gone = Netns::new(name);
+        veth_pair(&gone, &self.node, "vethgone");
+        run("ip", &["-n", gone.name(), "link", "set", "eth0", "up"]);
+        run(
+            "ip",
+            &["-n", self.node.name(), "link", "set", "vethgone", "up"],
+        );
+        run(
+            "ip",
+            &[
+                "-n",
+                self.node.name(),
+                "route",
+                "add",
+                &format!("10.232.{n}.0/24"),
+                "dev",
+                "vethgone",
+            ],
+        );
+        (Ipv4Addr::new(10, 232, n, 99), gone)
+    }
+
     /// kube-proxy's rules for Service `vip:port`: DNAT to one of `endpoints` at random with equal
     /// shares, or, with no endpoints, REJECT with ICMP port-unreachable.
     pub fn service(&self, port: u16, endpoints: &[(Ipv4Addr, u16)]) {

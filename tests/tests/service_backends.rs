@@ -379,3 +379,56 @@ fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend()
     assert_eq!(conntrack["refused_before_subscription"], 0, "{conntrack}");
     drop(lb);
 }
+
+#[test]
+fn a_service_backend_nobody_has_is_unreachable_and_named() {
+    let bed = ServiceBed::new("unrb", 0);
+    // The datapath still DNATs to an address on a routed link where nothing answers neighbour
+    // discovery: the node answers the client with ICMP host-unreachable, and its conntrack entry
+    // holds the DNAT.
+    let (gone, _link) = bed.gone_host("unrbg");
+    bed.service(SVC_PORT, &[(gone, POD_PORT)]);
+    let mut tracer = tracer_for(&bed, &[]);
+    assert_eq!(connect_many(&bed, 1, Duration::from_secs(10)), 0);
+    let r = tracer.expect("unreachable", Duration::from_secs(8), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(r["verdict"], "unreachable", "{r}");
+    assert_eq!(r["service"], format!("{}:{SVC_PORT}", bed.vip), "{r}");
+    assert_eq!(r["backend"], format!("{gone}:{POD_PORT}"), "{r}");
+}
+
+#[test]
+fn a_host_network_connect_to_a_backend_nobody_has_is_unreachable_and_named() {
+    // A process on the node itself (hostNetwork): kube-proxy DNATs its connects in OUTPUT, to an
+    // address on the bridge that no pod has any more; the neighbour lookup fails.
+    let bed = ServiceBed::new("unrh", 0);
+    let gone = std::net::Ipv4Addr::new(10, 231, bed.vip.octets()[2], 99);
+    let vip = bed.vip;
+    bed.node.nft(&format!(
+        "table ip svc_out {{\n  chain output {{\n    type nat hook output priority -100;\n    \
+         ip daddr {vip} tcp dport {SVC_PORT} dnat to {gone}:{POD_PORT}\n  }}\n}}\n"
+    ));
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.node.name(),
+        "--conntrack-netns",
+        bed.node.name(),
+    ]);
+    let dst = SocketAddr::from(SocketAddrV4::new(vip, SVC_PORT));
+    let connect = bed.node.spawn_in("tc-hostnet", move || {
+        std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(10))
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    });
+    assert_eq!(
+        connect.join().expect("client thread"),
+        Err(Some(libc::EHOSTUNREACH))
+    );
+    let r = tracer.expect("unreachable", Duration::from_secs(8), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(r["verdict"], "unreachable", "{r}");
+    assert_eq!(r["service"], format!("{vip}:{SVC_PORT}"), "{r}");
+    assert_eq!(r["backend"], format!("{gone}:{POD_PORT}"), "{r}");
+}
