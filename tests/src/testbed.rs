@@ -681,3 +681,92 @@ pub fn nft_drop_first_syn(port: u16) -> String {
 "
     )
 }
+
+/// externalTrafficPolicy: Cluster, in three namespaces: a client, an "ingress node" that takes the
+/// client's connects on a NodePort address, DNATs them to a pod and SNATs them to its own address on
+/// the pod's link (so the replies come back through it), and the server pod. Nothing routes out.
+pub struct ReturnPathBed {
+    pub client: Netns,
+    pub ingress: Netns,
+    pub pod: Netns,
+    /// The NodePort address the client connects to (on the ingress node).
+    pub node_port: SocketAddrV4,
+    /// The pod's address and port, where the server listens.
+    pub pod_addr: SocketAddrV4,
+    /// The ingress node's address on the pod's link: the SNAT address the server sees.
+    pub snat_ip: Ipv4Addr,
+    pub client_ip: Ipv4Addr,
+}
+
+impl ReturnPathBed {
+    pub fn new(prefix: &str) -> ReturnPathBed {
+        let n = (next_id() % 250 + 1) as u8;
+        let client = Netns::new(&format!("{prefix}c"));
+        let ingress = Netns::new(&format!("{prefix}i"));
+        let pod = Netns::new(&format!("{prefix}p"));
+        let client_ip = Ipv4Addr::new(10, 233, n, 2);
+        let node_ip = Ipv4Addr::new(10, 233, n, 1);
+        let snat_ip = Ipv4Addr::new(10, 234, n, 1);
+        let pod_ip = Ipv4Addr::new(10, 234, n, 2);
+        veth_pair(&client, &ingress, "vclient");
+        veth_pair(&pod, &ingress, "vpod");
+        let addr = |ns: &Netns, dev: &str, ip: Ipv4Addr| {
+            run(
+                "ip",
+                &[
+                    "-n",
+                    ns.name(),
+                    "addr",
+                    "add",
+                    &format!("{ip}/24"),
+                    "dev",
+                    dev,
+                ],
+            );
+            run("ip", &["-n", ns.name(), "link", "set", dev, "up"]);
+        };
+        addr(&client, "eth0", client_ip);
+        addr(&ingress, "vclient", node_ip);
+        addr(&ingress, "vpod", snat_ip);
+        addr(&pod, "eth0", pod_ip);
+        // The pod answers whatever reaches it back through the ingress node (its default route).
+        run(
+            "ip",
+            &[
+                "-n",
+                pod.name(),
+                "route",
+                "add",
+                "default",
+                "via",
+                &snat_ip.to_string(),
+            ],
+        );
+        ingress.exec(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+        let node_port = SocketAddrV4::new(node_ip, 30080);
+        let pod_addr = SocketAddrV4::new(pod_ip, 8080);
+        ingress.nft(&format!(
+            "table ip nodeport {{\n  chain prerouting {{\n    type nat hook prerouting priority dstnat;\n    \
+             ip daddr {node_ip} tcp dport 30080 dnat to {pod_addr}\n  }}\n  chain postrouting {{\n    \
+             type nat hook postrouting priority srcnat;\n    ip daddr {pod_ip} tcp dport 8080 snat to {snat_ip}\n  }}\n}}\n"
+        ));
+        ReturnPathBed {
+            client,
+            ingress,
+            pod,
+            node_port,
+            pod_addr,
+            snat_ip,
+            client_ip,
+        }
+    }
+
+    /// Cuts the return path on the ingress node: what the pod sends is dropped there.
+    pub fn cut_return_path(&self) {
+        let pod_ip = self.pod_addr.ip();
+        self.ingress.nft(&format!(
+            "table ip cut {{\n  chain prerouting {{\n    type filter hook prerouting priority raw;\n    \
+             ip saddr {pod_ip} drop\n  }}\n}}\n"
+        ));
+    }
+}

@@ -20,6 +20,15 @@ pub const EVENT_CONNECT_END: u32 = 2;
 /// threshold (`DnsEvent`). Healthy replies are only counted (`DNS_HEALTHY`).
 pub const EVENT_DNS_REPLY: u32 = 3;
 
+/// Ring-buffer record kind: an established socket retransmitted its data `REPLY_LIVE_AT` times with
+/// no acknowledgement yet: its replies may not be reaching the peer (`ReplyEvent`, live).
+pub const EVENT_REPLY_RETRANSMIT: u32 = 4;
+/// Ring-buffer record kind: a socket that had retransmitted data ended (`ReplyEvent`): with data
+/// still unacknowledged (the replies were lost), or after live reports (it recovered).
+pub const EVENT_REPLY_END: u32 = 5;
+/// Data retransmits of one socket, unacknowledged, at which it is reported live.
+pub const REPLY_LIVE_AT: u32 = 3;
+
 /// `Attempt::flags`: a RST arrived while the socket was in `SYN_SENT`.
 pub const FLAG_RST_RECEIVED: u16 = 1;
 /// `Attempt::flags`: the socket left `SYN_SENT` for `ESTABLISHED` (or `SYN_RECV`, simultaneous open).
@@ -178,6 +187,10 @@ pub mod counter {
     /// Number of counters; size of the array.
     pub const COUNT: u32 = 16;
 }
+
+/// Capacity of `REPLY_LOSSES`: sockets with retransmitted data, node-wide (LRU: a socket that
+/// recovered and lives on is the one evicted).
+pub const MAX_REPLY_LOSSES: u32 = 8_192;
 
 /// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
 /// thousand sockets in `SYN_SENT`; a SYN flood to a black hole is the case this bound is for).
@@ -366,9 +379,61 @@ pub struct SockOffsets {
     pub task_comm: u32,
     /// `struct sock.sk_err_soft`.
     pub sk_err_soft: u32,
+    /// `tcp_sock.snd_una` and `.snd_nxt`: the oldest unacknowledged byte and the next to send; their
+    /// difference is the data in flight that the peer has not acknowledged.
+    pub tcp_snd_una: u32,
+    pub tcp_snd_nxt: u32,
+    /// `struct sock.sk_socket`: the `struct socket` of a socket a process holds (NULL once orphaned).
+    pub sk_socket: u32,
+    /// Where the socket's inode number is, from its `struct socket`: `socket_alloc.vfs_inode` minus
+    /// `socket_alloc.socket`, plus `inode.i_ino`. Userspace finds the process holding the socket by
+    /// that number (`socket:[N]` in `/proc/PID/fd`).
+    pub socket_ino: u32,
     pub _pad: [u32; 3],
 }
-const _: () = assert!(size_of::<SockOffsets>() == 96);
+const _: () = assert!(size_of::<SockOffsets>() == 112);
+
+/// One socket whose data was retransmitted (`REPLY_LOSSES`), from its first data retransmit until it
+/// is freed: the server side of a connection whose replies do not reach the client.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplyLoss {
+    /// Kernel address of the socket.
+    pub sock: u64,
+    /// `bpf_ktime_get_ns()` of the first and the latest data retransmit.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub netns_inode: u64,
+    /// The socket's inode number (0 when no process held it any more at the first retransmit).
+    pub socket_inode: u64,
+    /// Local and peer address; IPv4 in the first 4 bytes.
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub family: u16,
+    pub sport: u16,
+    pub dport: u16,
+    /// TCP state at the latest retransmit (`FIN_WAIT1` and later: the application had closed).
+    pub state: u8,
+    pub _pad: u8,
+    pub retransmits: u32,
+    /// Bytes sent and not acknowledged, at the end (`EVENT_REPLY_END`) or at the live report.
+    pub unacked: u32,
+    /// `sk_err` (or `sk_err_soft`) at the end: `ETIMEDOUT` when the kernel gave up.
+    pub error: i32,
+    pub _pad2: u32,
+}
+const _: () = assert!(size_of::<ReplyLoss>() == 96);
+
+/// A ring-buffer record about a socket with retransmitted data (`EVENT_REPLY_*`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplyEvent {
+    pub kind: u32,
+    pub _pad: u32,
+    pub event_ns: u64,
+    pub loss: ReplyLoss,
+}
+const _: () = assert!(size_of::<ReplyEvent>() == 112);
 
 /// Kernel-side filter, written into the program's read-only data before load.
 #[repr(C)]
@@ -400,4 +465,6 @@ mod user {
     unsafe impl aya::Pod for super::DnsHealthyStats {}
     unsafe impl aya::Pod for super::SockError {}
     unsafe impl aya::Pod for super::DnsConfig {}
+    unsafe impl aya::Pod for super::ReplyLoss {}
+    unsafe impl aya::Pod for super::ReplyEvent {}
 }

@@ -11,7 +11,9 @@
 //!
 //! A socket that is not a connect attempt with `sk_err == ECONNREFUSED` is remembered by socket
 //! cookie in `DNS_SOCK_ERRORS`: a connected UDP DNS socket whose query came back as ICMP
-//! port-unreachable (userspace reports the query `refused`).
+//! port-unreachable (userspace reports the query `refused`). A socket whose replies were being
+//! retransmitted keeps its error (`ETIMEDOUT`: the kernel gave up) for its end (`replies.rs`):
+//! the application reading it clears `sk_err` before the socket is freed.
 //!
 //! A `tp_btf` program, not the formatted tracepoint: the formatted one carries neither the socket
 //! pointer nor the queue. Argument 0 is `const struct sock *sk`; struct offsets come from the
@@ -23,7 +25,7 @@ use crate::{
     attempts::{self, Sock},
     maps::{emit, hooks_only, now_ns},
     maps_dns::DNS_SOCK_ERRORS,
-    sock_fields,
+    replies, sock_fields,
 };
 
 const ECONNREFUSED: i32 = 111;
@@ -45,6 +47,7 @@ pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
     }
     let Some(attempt) = attempts::attempt_of(sk) else {
         remember_refused_socket(sock, error);
+        replies::error_reported(sock, error);
         return 0;
     };
     if error != 0 {

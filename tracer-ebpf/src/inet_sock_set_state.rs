@@ -35,7 +35,7 @@ use tracer_common::{
 use crate::{
     attempts::{self, Sock},
     maps::{HEALTHY, caller, count, emit, filter, hooks_only, now_ns},
-    sock_fields,
+    replies, sock_fields,
 };
 
 const IPPROTO_TCP: u16 = 6;
@@ -43,6 +43,7 @@ const TCP_ESTABLISHED: i32 = 1;
 const TCP_SYN_SENT: i32 = 2;
 const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
+const TCP_CLOSE_WAIT: i32 = 8;
 const EADDRNOTAVAIL: i32 = 99;
 const ECONNREFUSED: i32 = 111;
 const ETIMEDOUT: i32 = 110;
@@ -68,6 +69,9 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
                 answered(sk, attempt, Seen::OnTime);
             }
         }
+        // Closed while it still held a connection the application had not closed: the kernel
+        // gave up or a RST came (a socket whose replies are lost keeps that error).
+        (TCP_ESTABLISHED | TCP_CLOSE_WAIT, TCP_CLOSE) => replies::closing(sk.0),
         _ => {}
     }
     0

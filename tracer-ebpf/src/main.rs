@@ -14,6 +14,9 @@
 //! - `tcp_destroy_sock.rs`: a socket freed with no error reported was abandoned by its application;
 //!   one whose `connect()` never reached `SYN_SENT` failed before any SYN left.
 //!
+//! Replies that never reach the peer (the server side): `replies.rs`, from the data retransmits
+//! `tcp_retransmit_skb.rs` sees to the socket's end in `tcp_destroy_sock.rs`.
+//!
 //! UDP DNS: `cgroup_skb_dns.rs` pairs queries and replies on the cgroup v2 root (maps in
 //! `maps_dns.rs`); `inet_sk_error_report.rs` also remembers sockets refused by ICMP.
 //!
@@ -46,6 +49,7 @@ mod inet_sk_error_report;
 mod inet_sock_set_state;
 mod maps;
 mod maps_dns;
+mod replies;
 mod sock_fields;
 mod tcp_destroy_sock;
 mod tcp_receive_reset;

@@ -94,6 +94,10 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     task_pid: 0,
     task_comm: 0,
     sk_err_soft: 0,
+    tcp_snd_una: 0,
+    tcp_snd_nxt: 0,
+    sk_socket: 0,
+    socket_ino: 0,
     _pad: [0; 3],
 };
 

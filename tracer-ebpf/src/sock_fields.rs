@@ -139,6 +139,24 @@ pub fn as_number(pointer: u64) -> u64 {
     }
 }
 
+/// Bytes sent and not yet acknowledged (`snd_nxt - snd_una`).
+pub fn unacked(sock: u64) -> u32 {
+    let off = sock_offsets();
+    let una: u32 = field(sock, off.tcp_snd_una);
+    let nxt: u32 = field(sock, off.tcp_snd_nxt);
+    nxt.wrapping_sub(una)
+}
+
+/// The inode number of the socket a process holds (`socket:[N]`), 0 once orphaned.
+pub fn socket_inode(sock: u64) -> u64 {
+    let off = sock_offsets();
+    let socket: u64 = field(sock, off.sk_socket);
+    if socket == 0 {
+        return 0;
+    }
+    read::<u64>(socket + u64::from(off.socket_ino))
+}
+
 /// `tcp_sock.rcv_nxt`: non-zero once the socket has taken in a SYN-ACK (0 from `connect()` until
 /// then, and left alone by every close), so it tells at the end whether a connect was answered.
 pub fn rcv_nxt(sock: u64) -> u32 {

@@ -19,7 +19,7 @@ use crate::{
     attempts::{self, Sock},
     inet_sock_set_state::{Seen, answered},
     maps::{count, emit, hooks_only, now_ns},
-    sock_fields,
+    replies, sock_fields,
 };
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
@@ -28,6 +28,7 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let sk = Sock(ctx.arg(0));
+    replies::destroyed(sk.0);
     let Some(attempt) = attempts::attempt_of(sk) else {
         return 0;
     };

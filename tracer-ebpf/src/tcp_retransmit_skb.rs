@@ -1,6 +1,6 @@
 //! `tcp:tcp_retransmit_skb`: a retransmit in `SYN_SENT` is a SYN that got no answer. This is the live
 //! signal of a black hole, so each one is sent to userspace at once (`unanswered`, updated per SYN).
-//! Retransmits in other states return after one field read.
+//! A retransmit of data is followed in `replies.rs` (replies that may not reach the peer).
 //!
 //! A `tp_btf` program: argument 0 is `const struct sock *sk`.
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
@@ -9,7 +9,7 @@ use tracer_common::EVENT_SYN_RETRANSMIT;
 use crate::{
     attempts::{self, Sock},
     maps::{emit, hooks_only},
-    sock_fields,
+    replies, sock_fields,
 };
 
 const TCP_SYN_SENT: u8 = 2;
@@ -20,7 +20,9 @@ pub fn tcp_retransmit_skb(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let sk = Sock(ctx.arg(0));
-    if sock_fields::state(sk.0) != TCP_SYN_SENT {
+    let state = sock_fields::state(sk.0);
+    if state != TCP_SYN_SENT {
+        replies::retransmitted(sk.0, state);
         return 0;
     }
     let Some(attempt) = attempts::attempt_of(sk) else {

@@ -221,7 +221,7 @@ async fn event_loop(
                 sink.flush()?;
             }
             _ = stats_tick.tick() => {
-                pipeline.stages.flows.expire(monotonic_now_ns());
+                pipeline.stages.expire(monotonic_now_ns());
                 pipeline.stages.enricher.destroyed.tick(Instant::now());
                 pipeline.write_counts(kernel, sink)?;
                 let stats = pipeline.stats(kernel, false);

@@ -5,14 +5,17 @@
 //! connects and DNS replies) and what conntrack dumps find take the same enrich, filter and sink.
 use std::{io, net::SocketAddr, time::Instant};
 
-use tracer_common::{DnsEvent, FLAG_NO_SYN, HealthyKey, HealthyStats};
+use tracer_common::{
+    DnsEvent, EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, FLAG_NO_SYN, HealthyKey, HealthyStats,
+    ReplyEvent,
+};
 
 use crate::{
     clock::{KernelClock, Timestamp},
     conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
     decode::{KernelEvent, decode, ip_from_kernel, read_record},
     dns::{self, DnsTracker, Expired, Finding, HealthyTotals, is_dns_record},
-    enrich::{Enricher, destinations},
+    enrich::{self, Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
     identity::Identities,
@@ -59,6 +62,7 @@ impl Stages {
                 identities: options.identities,
                 conntrack: options.conntrack,
                 destroyed: options.destroyed,
+                reply_owners: hashbrown::HashMap::new(),
             },
             filter: options.filter,
             services: ServiceView::new(options.service_window),
@@ -69,9 +73,31 @@ impl Stages {
         }
     }
 
+    /// Forgets open attempts whose end never came (counted in `dropped.expired_flows`), and the
+    /// owners of sockets whose end never came.
+    pub fn expire(&mut self, now_ns: u64) {
+        self.flows.expire(now_ns);
+        self.enricher.expire(now_ns);
+    }
+
     /// One ring-buffer record: at most one record written to `sink`.
     pub fn process(&mut self, bytes: &[u8], sink: &mut dyn Sink) -> io::Result<()> {
         self.events += 1;
+        if is_reply_record(bytes) {
+            let Ok(ev) = read_record::<ReplyEvent>(bytes) else {
+                self.decode_errors += 1;
+                return Ok(());
+            };
+            let Some((local, peer)) = enrich::replies::ends(&ev) else {
+                self.decode_errors += 1;
+                return Ok(());
+            };
+            if !self.filter.matches(&[peer, local]) {
+                return Ok(());
+            }
+            let record = self.enricher.reply_lost_record(&ev, local, peer);
+            return sink.write(&Record::ReplyLost(record));
+        }
         if is_dns_record(bytes) {
             let Ok(ev) = read_record::<DnsEvent>(bytes) else {
                 self.decode_errors += 1;
@@ -204,6 +230,16 @@ impl Stages {
         }
         Ok(())
     }
+}
+
+/// Whether a ring-buffer record is about a socket whose replies were lost (its first `u32` is the
+/// kind).
+fn is_reply_record(bytes: &[u8]) -> bool {
+    bytes
+        .get(..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_ne_bytes)
+        .is_some_and(|kind| kind == EVENT_REPLY_RETRANSMIT || kind == EVENT_REPLY_END)
 }
 
 /// What conntrack's dumps found since the last report: answered connects per Service and backend

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 pub use crate::clock::Timestamp;
-use crate::verdict::{DnsVerdict, Errno, Verdict, VerdictKind};
+use crate::verdict::{DnsVerdict, Errno, ReplyOutcome, Verdict, VerdictKind};
 
 /// Version of the JSON-lines schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -21,6 +21,7 @@ pub enum Record {
     Dns(DnsRecord),
     DnsHealthy(DnsHealthyRecord),
     DnsStuckSocket(DnsStuckSocketRecord),
+    ReplyLost(ReplyLostRecord),
 }
 
 /// One line of output: the schema version, then the record.
@@ -241,6 +242,44 @@ pub struct DnsStuckSocketRecord {
     /// Replies other sockets got from the server or Service since then.
     pub others_answered: u64,
     pub explanation: String,
+}
+
+/// A server socket whose replies were not acknowledged: retransmitted data the peer never took in
+/// (the server answered, the client never got it). Live (`final: false`, outcome `unacknowledged`)
+/// from the third retransmit, then once at the socket's end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyLostRecord {
+    pub time: Timestamp,
+    pub outcome: ReplyOutcome,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    /// The socket's own end (the server).
+    pub local: SocketAddr,
+    /// Where its replies went.
+    pub peer: SocketAddr,
+    /// The client as this node's conntrack knows it, when the node translated it (SNAT): `peer` is
+    /// then the translating address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<SocketAddr>,
+    /// The address the client connected to (a `NodePort`, a Service), from the same entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_dialed: Option<SocketAddr>,
+    pub retransmits: u32,
+    pub unacked_bytes: u32,
+    /// From the first retransmit to this record.
+    pub lost_for_ms: u64,
+    /// The process holding the socket (absent once it had closed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    pub netns: String,
+    pub netns_inode: u64,
+    pub flow: String,
+    pub explanation: String,
+    /// The pod at `local`, what `peer` is (all optional; see `identity/fields.rs`).
+    #[serde(flatten)]
+    pub identity: crate::identity::Identity,
 }
 
 /// DNS totals since start.

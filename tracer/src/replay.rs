@@ -87,6 +87,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Timed>, ReplayError> {
             Record::Dns(d) => &d.time,
             Record::DnsHealthy(d) => &d.time,
             Record::DnsStuckSocket(d) => &d.time,
+            Record::ReplyLost(r) => &r.time,
         };
         out.push(Timed { at: time.0, record });
     }

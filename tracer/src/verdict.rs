@@ -2,7 +2,7 @@
 //!
 //! Each variant documents what the kernel saw and why that is the verdict; `explain` is the one plain
 //! sentence shown in text mode, JSON and the TUI (the sentence that ended the incidents we build for).
-use std::{fmt, str::FromStr, time::Duration};
+use std::{fmt, net::SocketAddr, str::FromStr, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -423,6 +423,86 @@ impl DnsVerdict {
             DnsVerdict::Error => "error",
             DnsVerdict::Unanswered => "unanswered",
             DnsVerdict::Refused => "refused",
+        }
+    }
+}
+
+/// What became of a socket whose data was retransmitted, as in JSON `reply_lost.outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyOutcome {
+    /// Still retransmitting, nothing acknowledged yet (live).
+    Unacknowledged,
+    /// The kernel gave up retransmitting (`ETIMEDOUT`).
+    TimedOut,
+    /// Freed with data unacknowledged, without a time-out (the application closed, or a RST).
+    Closed,
+    /// Acknowledged in the end: the replies got through late.
+    Recovered,
+}
+
+impl ReplyOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplyOutcome::Unacknowledged => "unacknowledged",
+            ReplyOutcome::TimedOut => "timed_out",
+            ReplyOutcome::Closed => "closed",
+            ReplyOutcome::Recovered => "recovered",
+        }
+    }
+
+    /// The outcome of a socket's end: from the bytes still unacknowledged and its error.
+    pub fn of_end(unacked: u32, error: i32) -> ReplyOutcome {
+        if unacked == 0 {
+            ReplyOutcome::Recovered
+        } else if error == libc::ETIMEDOUT {
+            ReplyOutcome::TimedOut
+        } else {
+            ReplyOutcome::Closed
+        }
+    }
+
+    /// One sentence: what happened to the replies, and where to look. `peer` is the address the
+    /// replies went to; `translated`, the real client when this node's conntrack translated it.
+    pub fn explain(
+        self,
+        local: SocketAddr,
+        peer: SocketAddr,
+        retransmits: u32,
+        unacked: u32,
+        lost_for: Duration,
+        translated: Option<SocketAddr>,
+    ) -> String {
+        let t = format_duration(lost_for);
+        let path = match translated {
+            Some(client) => format!(
+                " {peer} is the address that translated client {client}'s connection (SNAT on the \
+                 way in), so the replies go back through it: if that node is gone or its NAT state \
+                 was lost, they go nowhere."
+            ),
+            None => format!(
+                " The request arrived and the server answered: the return path to {peer} is broken \
+                 (a node or NAT state on the way back that is gone, or a drop)."
+            ),
+        };
+        match self {
+            ReplyOutcome::Unacknowledged => format!(
+                "{local} has retransmitted its replies to {peer} {retransmits} times over {t} and \
+                 none was acknowledged ({unacked} bytes).{path}"
+            ),
+            ReplyOutcome::TimedOut => format!(
+                "The replies from {local} to {peer} were never acknowledged: {retransmits} \
+                 retransmits over {t}, then the kernel gave up with {unacked} bytes unacknowledged \
+                 (the client saw a time-out, the server logged a success).{path}"
+            ),
+            ReplyOutcome::Closed => format!(
+                "{local} closed its connection to {peer} with {unacked} bytes of replies never \
+                 acknowledged after {retransmits} retransmits over {t}.{path}"
+            ),
+            ReplyOutcome::Recovered => format!(
+                "The replies from {local} to {peer} were acknowledged in the end, after \
+                 {retransmits} retransmits over {t}: a lossy return path, not a broken one."
+            ),
         }
     }
 }

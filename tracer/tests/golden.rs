@@ -20,7 +20,8 @@ use tracer::{
 };
 use tracer_common::{
     AF_INET, AF_INET6, Attempt, ConnectEvent, DnsEvent, DnsKey, EVENT_CONNECT_END, EVENT_DNS_REPLY,
-    EVENT_SYN_RETRANSMIT, FLAG_ANSWERED, FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED, PendingDns,
+    EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, EVENT_SYN_RETRANSMIT, FLAG_ANSWERED,
+    FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED, PendingDns, ReplyEvent, ReplyLoss,
 };
 
 fn recordings() -> Vec<PathBuf> {
@@ -31,6 +32,7 @@ fn recordings() -> Vec<PathBuf> {
         "b_refused_two_of_six",
         "c_no_endpoints_icmp",
         "d_mixed_with_drops",
+        "e_reply_lost",
     ] {
         files.push(root.join(format!("tests/fixtures/tui/{name}.jsonl")));
     }
@@ -237,6 +239,37 @@ fn dns_bytes(rcode: u8, sent_ms: u64, reply_ms: u64, question: &[u8]) -> Vec<u8>
     as_bytes(&event)
 }
 
+fn reply_bytes(kind: u32, event_ms: u64, error: i32) -> Vec<u8> {
+    let local: SocketAddr = "10.244.2.7:8080".parse().expect("addr");
+    let peer: SocketAddr = "10.0.1.5:37980".parse().expect("addr");
+    let (saddr, family) = kernel_addr(local.ip());
+    let (daddr, _) = kernel_addr(peer.ip());
+    let event = ReplyEvent {
+        kind,
+        _pad: 0,
+        event_ns: event_ms * 1_000_000,
+        loss: ReplyLoss {
+            sock: 0xffff_8881_0000_0a00,
+            first_ns: 5_000_000_000,
+            last_ns: event_ms * 1_000_000,
+            netns_inode: NETNS,
+            socket_inode: 0,
+            saddr,
+            daddr,
+            family,
+            sport: local.port(),
+            dport: peer.port(),
+            state: 1,
+            _pad: 0,
+            retransmits: if kind == EVENT_REPLY_END { 6 } else { 3 },
+            unacked: 15_928,
+            error,
+            _pad2: 0,
+        },
+    };
+    as_bytes(&event)
+}
+
 /// `example.com` `A` `IN`, as it follows the DNS header on the wire.
 const QUESTION: &[u8] = b"\x07example\x03com\x00\x00\x01\x00\x01";
 
@@ -296,6 +329,9 @@ fn kernel_records() -> Vec<Vec<u8>> {
         dns_bytes(3, 5_000, 5_020, QUESTION),
         dns_bytes(0, 5_000, 5_900, QUESTION),
         dns_bytes(2, 5_000, 5_010, b"\x3fshort"),
+        // A server's replies: reported live, then lost when the kernel gave up.
+        reply_bytes(EVENT_REPLY_RETRANSMIT, 6_000, 0),
+        reply_bytes(EVENT_REPLY_END, 9_000, libc::ETIMEDOUT),
     ]
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tracer::record::{Line, Record};
 
 /// Every record kind the code writes, as its `"kind"`.
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "connect",
     "healthy",
     "service",
@@ -20,6 +20,7 @@ const KINDS: [&str; 8] = [
     "dns",
     "dns_healthy",
     "dns_stuck_socket",
+    "reply_lost",
 ];
 
 /// One section of the page: a level-2 heading naming a kind in backticks.
@@ -259,5 +260,6 @@ fn record_kind(record: &Record) -> &'static str {
         Record::Dns(_) => "dns",
         Record::DnsHealthy(_) => "dns_healthy",
         Record::DnsStuckSocket(_) => "dns_stuck_socket",
+        Record::ReplyLost(_) => "reply_lost",
     }
 }

@@ -24,6 +24,7 @@ const DEAD_BACKEND: &str = include_str!("fixtures/tui/a_dead_backend.jsonl");
 const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/tui/b_refused_two_of_six.jsonl");
 const NO_ENDPOINTS: &str = include_str!("fixtures/tui/c_no_endpoints_icmp.jsonl");
 const MIXED_WITH_DROPS: &str = include_str!("fixtures/tui/d_mixed_with_drops.jsonl");
+const REPLY_LOST: &str = include_str!("fixtures/tui/e_reply_lost.jsonl");
 
 fn records(fixture: &str) -> Vec<Record> {
     replay::parse(fixture, Path::new("fixture"))
@@ -237,6 +238,24 @@ fn summary_says_when_refusals_came_before_destroy_events_were_followed() {
 /// Services table.
 const CONNTRACK_VIEW: &str = r#"{"schema":1,"kind":"service","time":"2026-11-30T16:40:10.000Z","service":"10.96.0.10:80","window_s":60,"backends":[{"backend":"10.244.1.30:8080","verdicts":{"unanswered":4},"total":4,"failing":4},{"backend":"10.244.2.7:8080","verdicts":{"established":6},"total":6,"failing":0}],"total":10,"failing":4,"failing_share":0.4,"summary":"10.96.0.10:80 -> 10.244.1.30:8080 unanswered 4 of 10"}
 {"schema":1,"kind":"stale_nat","time":"2026-11-30T16:40:11.000Z","original":{"src":"10.244.0.5:40100","dst":"10.96.0.10:80"},"reply":{"src":"10.244.1.30:8080","dst":"10.244.0.5:40100"},"backend":"10.244.1.30:8080","state":"SYN_SENT","age_s":7,"explanation":"x"}"#;
+
+#[test]
+fn the_services_view_lists_the_replies_a_server_lost() {
+    let mut s = state_of(DEAD_BACKEND);
+    for r in records(REPLY_LOST) {
+        s.apply(r);
+    }
+    s.act(Action::NextView);
+    let screen = screen_text(&render(&mut s, 120, 40));
+    assert!(screen.contains("REPLIES LOST"), "{screen}");
+    assert!(
+        screen.contains(
+            "10.244.2.7:8080 -> 10.0.1.5:37980 (client 203.0.113.9:51022) timed_out after 6 \
+             retransmits, 15928 bytes unacknowledged"
+        ),
+        "{screen}"
+    );
+}
 
 #[test]
 fn the_services_view_shows_what_the_nodes_conntrack_says() {

@@ -112,23 +112,36 @@ impl Conntrack {
         self.get_proto(original, Protocol::Udp)
     }
 
+    /// The TCP entry whose reply direction is `reply`: a server's socket (local -> peer) is the
+    /// reply direction of the connection its node translated, so the original names the real
+    /// client and the address it connected to.
+    pub fn get_by_reply(&mut self, reply: Direction) -> Result<Option<Entry>, ConntrackError> {
+        self.get_tuple(
+            ConntrackAttribute::CtaTupleReply(tuple_of(reply, Protocol::Tcp)),
+            reply,
+            Protocol::Tcp,
+        )
+    }
+
     fn get_proto(
         &mut self,
         original: Direction,
         proto: Protocol,
     ) -> Result<Option<Entry>, ConntrackError> {
-        let tuple = ConntrackAttribute::CtaTupleOrig(vec![
-            Tuple::Ip(vec![
-                IPTuple::SourceAddress(original.src.ip()),
-                IPTuple::DestinationAddress(original.dst.ip()),
-            ]),
-            Tuple::Proto(vec![
-                ProtoTuple::Protocol(proto),
-                ProtoTuple::SourcePort(original.src.port()),
-                ProtoTuple::DestinationPort(original.dst.port()),
-            ]),
-        ]);
-        let family = family_of(original.dst.ip());
+        self.get_tuple(
+            ConntrackAttribute::CtaTupleOrig(tuple_of(original, proto)),
+            original,
+            proto,
+        )
+    }
+
+    fn get_tuple(
+        &mut self,
+        tuple: ConntrackAttribute,
+        direction: Direction,
+        proto: Protocol,
+    ) -> Result<Option<Entry>, ConntrackError> {
+        let family = family_of(direction.dst.ip());
         match self.request(
             family,
             ConntrackMessage::Get(vec![tuple]),
@@ -195,6 +208,21 @@ impl Conntrack {
             }
         }
     }
+}
+
+/// One direction of a connection as ctnetlink spells it.
+fn tuple_of(direction: Direction, proto: Protocol) -> Vec<Tuple> {
+    vec![
+        Tuple::Ip(vec![
+            IPTuple::SourceAddress(direction.src.ip()),
+            IPTuple::DestinationAddress(direction.dst.ip()),
+        ]),
+        Tuple::Proto(vec![
+            ProtoTuple::Protocol(proto),
+            ProtoTuple::SourcePort(direction.src.port()),
+            ProtoTuple::DestinationPort(direction.dst.port()),
+        ]),
+    ]
 }
 
 /// A ctnetlink socket created in the namespace at `netns_path` (None: our own), from a short-lived

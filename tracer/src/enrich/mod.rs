@@ -2,12 +2,14 @@
 //! the Service and backend from conntrack) -> the record users read. Pod, Service and node names
 //! come from `identity/`. DNS findings are named in `dns.rs`, the same way.
 mod dns;
+pub mod replies;
 
 use std::{
     net::{IpAddr, SocketAddr},
     time::Instant,
 };
 
+use hashbrown::HashMap;
 use tracer_common::{FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
 
 use crate::conntrack::{
@@ -34,6 +36,10 @@ pub struct Enricher {
     /// Entries conntrack already destroyed (a RST kills an unanswered entry at once), followed as
     /// `--conntrack-destroy-events` says.
     pub destroyed: DestroySubscription,
+    /// The process that held each socket whose replies are being lost, as found at its live
+    /// report, by (socket, first retransmit) and with the time of that report: at the socket's end
+    /// the process has usually closed it.
+    pub reply_owners: HashMap<(u64, u64), ((u32, String), u64)>,
 }
 
 /// The Service a connect meant and the backend it was sent to, when load balancing was seen.
@@ -100,6 +106,13 @@ impl Enricher {
             service: dst,
             backend,
         })
+    }
+
+    /// Forgets the owners of sockets whose end never came (as the flow table forgets attempts).
+    pub fn expire(&mut self, now_ns: u64) {
+        let ttl = u64::try_from(crate::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
+        self.reply_owners
+            .retain(|_, (_, at_ns)| now_ns.saturating_sub(*at_ns) < ttl);
     }
 
     /// The wall-clock time of a kernel timestamp.

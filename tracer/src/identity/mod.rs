@@ -20,6 +20,7 @@ pub mod cgroup;
 pub mod cgroup_ids;
 pub mod cluster;
 pub mod fields;
+pub mod socket_owner;
 pub mod source;
 pub mod verdicts;
 pub mod watch;
@@ -80,6 +81,17 @@ impl Identities {
         if let Some(v) = verdicts::for_connect(state, verdict, backend, service) {
             id.cluster_verdict = Some(v.name.into());
             id.cluster_explanation = Some(v.explanation);
+        }
+        id
+    }
+
+    /// Identities for a server socket whose replies were lost: the pod at the local address, and
+    /// what the peer is (a node, a pod, unknown).
+    pub fn server_end(&mut self, local: SocketAddr, peer: SocketAddr) -> Identity {
+        let view = self.view();
+        let mut id = self.source(0, Some(local.ip()), view.as_ref());
+        if let Some(view) = view {
+            describe_destination(&mut id, &view.state, peer);
         }
         id
     }

@@ -25,8 +25,11 @@ use self::{
     tally::{ServiceSummary, Tally},
 };
 use crate::{
-    record::{ConnectRecord, HealthyRecord, Record, ServiceRecord, StaleNatRecord, StatsRecord},
-    verdict::VerdictKind,
+    record::{
+        ConnectRecord, HealthyRecord, Record, ReplyLostRecord, ServiceRecord, StaleNatRecord,
+        StatsRecord,
+    },
+    verdict::{ReplyOutcome, VerdictKind},
 };
 
 /// A live flow whose end never arrives is forgotten after this long, as the pipeline does.
@@ -66,6 +69,8 @@ pub struct Model {
     conntrack_services: BTreeMap<SocketAddr, ServiceRecord>,
     /// Conntrack entries seen stuck in `SYN_SENT [UNREPLIED]` (`stale_nat`), by their tuple.
     stale_nat: BTreeMap<(SocketAddr, SocketAddr), StaleNatRecord>,
+    /// Server sockets whose replies were lost (`reply_lost`), the latest record of each, by flow.
+    replies_lost: BTreeMap<String, ReplyLostRecord>,
 }
 
 impl Model {
@@ -85,6 +90,7 @@ impl Model {
             kernel: None,
             conntrack_services: BTreeMap::new(),
             stale_nat: BTreeMap::new(),
+            replies_lost: BTreeMap::new(),
         }
     }
 
@@ -118,6 +124,10 @@ impl Model {
             Record::StaleNat(n) => {
                 self.stale_nat.insert((n.original.src, n.original.dst), n);
             }
+            Record::ReplyLost(r) => {
+                self.advance(r.time.0);
+                self.replies_lost.insert(r.flow.clone(), r);
+            }
         }
     }
 
@@ -137,6 +147,20 @@ impl Model {
         let mut entries: Vec<_> = self.stale_nat.values().collect();
         entries.sort_by_key(|e| std::cmp::Reverse(e.age_s));
         entries
+    }
+
+    /// Server sockets whose replies were lost, those not recovered first, then the most retransmits.
+    pub fn replies_lost(&self) -> Vec<&ReplyLostRecord> {
+        let mut lost: Vec<_> = self.replies_lost.values().collect();
+        lost.sort_by_key(|r| {
+            (
+                r.outcome == ReplyOutcome::Recovered,
+                std::cmp::Reverse(r.retransmits),
+                r.local,
+                r.peer,
+            )
+        });
+        lost
     }
 
     /// Capabilities the running kernel does not give in full (empty when all are full or unknown).

@@ -272,6 +272,11 @@ fn sock_offsets(
         task_pid: offset("task_struct", "pid")?,
         task_comm: offset("task_struct", "comm")?,
         sk_err_soft: offset("sock", "sk_err_soft")?,
+        tcp_snd_una: offset("tcp_sock", "snd_una")?,
+        tcp_snd_nxt: offset("tcp_sock", "snd_nxt")?,
+        sk_socket: offset("sock", "sk_socket")?,
+        socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
+            + offset("inode", "i_ino")?,
         _pad: [0; 3],
     })
 }

@@ -9,7 +9,9 @@
 use std::io::{self, Write};
 
 use super::Sink;
-use crate::record::{ConnectRecord, DnsRecord, HealthyRecord, Record, StatsRecord};
+use crate::record::{
+    ConnectRecord, DnsRecord, HealthyRecord, Record, ReplyLostRecord, StatsRecord,
+};
 
 pub struct TextSink<W: Write> {
     out: W,
@@ -64,6 +66,7 @@ impl<W: Write> Sink for TextSink<W> {
                 d.explanation
             ),
             Record::Stats(s) => self.stats(s),
+            Record::ReplyLost(r) => self.reply_lost(r),
         }
     }
 
@@ -99,6 +102,29 @@ impl<W: Write> TextSink<W> {
             writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
         }
         Ok(())
+    }
+
+    fn reply_lost(&mut self, r: &ReplyLostRecord) -> io::Result<()> {
+        let via = r
+            .client
+            .map_or_else(String::new, |c| format!(" (client {c})"));
+        writeln!(
+            self.out,
+            "{:<20} tcp {} -> {}{via} retransmits={} unacked={}B {}ms pid={} comm={} netns={}",
+            format!("[REPLY LOST {}]", r.outcome.name()),
+            r.local,
+            r.peer,
+            r.retransmits,
+            r.unacked_bytes,
+            r.lost_for_ms,
+            r.pid.map_or_else(|| "-".to_string(), |p| p.to_string()),
+            r.comm.as_deref().unwrap_or("-"),
+            r.netns
+        )?;
+        if let Some(names) = r.identity.summary() {
+            writeln!(self.out, "{:<20} {names}", "")?;
+        }
+        writeln!(self.out, "{:<20} {}", "", r.explanation)
     }
 
     fn healthy(&mut self, h: &HealthyRecord) -> io::Result<()> {

@@ -99,6 +99,8 @@ pub fn render(state: &State) -> String {
         }
     }
 
+    out.push_str(&replies_lost_text(model));
+
     out.push_str("\nServices (flows by verdict; failing = not answered):\n");
     for s in model.services() {
         let _ = writeln!(out, "{}  {}", s.service, tally_text(&s.total));
@@ -106,6 +108,28 @@ pub fn render(state: &State) -> String {
             for (backend, tally) in &s.backends {
                 let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
             }
+        }
+    }
+    out
+}
+
+/// Server sockets whose replies were lost, each with its sentence; nothing when there are none.
+fn replies_lost_text(model: &crate::incidents::Model) -> String {
+    let mut out = String::new();
+    let replies = model.replies_lost();
+    if !replies.is_empty() {
+        out.push_str("\nReplies lost (the server answered; the peer never acknowledged):\n");
+        for r in replies {
+            let _ = writeln!(
+                out,
+                "{} -> {}  {} after {} retransmits, {} bytes unacknowledged\n      {}",
+                r.local,
+                r.peer,
+                r.outcome.name(),
+                r.retransmits,
+                r.unacked_bytes,
+                r.explanation
+            );
         }
     }
     out

@@ -590,6 +590,35 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
             ));
         }
     }
+    let replies = model.replies_lost();
+    if !replies.is_empty() {
+        lines.push(
+            Line::from(" REPLIES LOST: the server answered, the peer never acknowledged")
+                .bold()
+                .underlined(),
+        );
+        for r in replies {
+            let via = r
+                .client
+                .map_or_else(String::new, |c| format!(" (client {c})"));
+            let look = if r.outcome == crate::verdict::ReplyOutcome::Recovered {
+                Style::new().dark_gray()
+            } else {
+                verdict_style(VerdictKind::Unanswered)
+            };
+            lines.push(Line::styled(
+                format!(
+                    " {} -> {}{via} {} after {} retransmits, {} bytes unacknowledged",
+                    r.local,
+                    r.peer,
+                    r.outcome.name(),
+                    r.retransmits,
+                    r.unacked_bytes
+                ),
+                look,
+            ));
+        }
+    }
     lines
 }
 

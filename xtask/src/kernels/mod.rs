@@ -90,6 +90,11 @@ pub const SCENARIOS: &[Scenario] = &[
         label: "DNS stuck socket (nginx)",
     },
     Scenario {
+        binary: "reply_lost",
+        test: "replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_client",
+        label: "replies lost (return path cut)",
+    },
+    Scenario {
         binary: "errors_and_lifecycle",
         test: "the_kernel_object_lists_every_capability_in_the_first_and_final_stats",
         label: "kernel capabilities reported",

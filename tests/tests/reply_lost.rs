@@ -1,0 +1,155 @@
+//! The reply that never arrived (incident 002): a client reaches a pod through an ingress node that
+//! DNATs and SNATs its connection (externalTrafficPolicy: Cluster); the ingress node's return path
+//! is cut after the request. The server answered; the tracer on the server's side reports the
+//! replies lost and names the address they went to (the ingress node's SNAT address) and, from
+//! that node's conntrack, the real client. A healthy exchange on the same path reports nothing.
+use std::{
+    io::{Read as _, Write as _},
+    net::{SocketAddr, TcpListener, TcpStream},
+    time::Duration,
+};
+
+use serde_json::Value;
+use tests::{testbed::ReturnPathBed, tracer::Tracer};
+
+const ANSWER_BYTES: usize = 32 * 1024;
+
+/// Serves `n` connections in the pod: reads a request, answers `ANSWER_BYTES`, then waits for the
+/// client to close; returns how each connection ended (`Ok` when the client closed).
+fn server(bed: &ReturnPathBed, n: usize) -> std::thread::JoinHandle<Vec<std::io::Result<()>>> {
+    let addr = SocketAddr::V4(bed.pod_addr);
+    let listener = bed
+        .pod
+        .run_in("rpl-bind", move || TcpListener::bind(addr))
+        .expect("the server listens");
+    bed.pod.spawn_in("rpl-server", move || {
+        (0..n)
+            .map(|_| {
+                let (mut conn, _) = listener.accept()?;
+                let mut request = [0u8; 64];
+                let _ = conn.read(&mut request)?;
+                conn.write_all(&[b'x'; ANSWER_BYTES])?;
+                let mut rest = [0u8; 1];
+                conn.read(&mut rest).map(|_| ())
+            })
+            .collect()
+    })
+}
+
+fn client_connect(bed: &ReturnPathBed) -> TcpStream {
+    let dst = SocketAddr::V4(bed.node_port);
+    bed.client
+        .run_in("rpl-client", move || {
+            TcpStream::connect_timeout(&dst, Duration::from_secs(5))
+        })
+        .expect("the client connects through the ingress node")
+}
+
+fn replies_lost(tracer: &Tracer) -> Vec<&Value> {
+    tracer
+        .seen
+        .iter()
+        .filter(|r| r["kind"] == "reply_lost")
+        .collect()
+}
+
+#[test]
+fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_client() {
+    let bed = ReturnPathBed::new("rpl");
+    // The server's kernel gives up after a few retransmits (seconds, not the default 15 minutes).
+    bed.pod
+        .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_retries2=3"]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.pod.name(),
+        "--conntrack-netns",
+        bed.ingress.name(),
+    ]);
+    let served = server(&bed, 2);
+
+    // A healthy exchange first: the whole answer arrives.
+    let mut healthy = client_connect(&bed);
+    healthy.write_all(b"GET /").expect("request");
+    let mut answer = Vec::new();
+    healthy
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    while answer.len() < ANSWER_BYTES {
+        let mut buf = [0u8; 8192];
+        let n = healthy.read(&mut buf).expect("the answer arrives");
+        assert!(n > 0, "the server closed early");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    drop(healthy);
+
+    // Then one whose replies the ingress node drops.
+    let mut cut = client_connect(&bed);
+    bed.cut_return_path();
+    cut.write_all(b"GET /").expect("request");
+    let outcomes = served.join().expect("the server thread");
+    assert!(outcomes[0].is_ok(), "healthy: {:?}", outcomes[0]);
+    assert_eq!(
+        outcomes[1].as_ref().map_err(std::io::Error::raw_os_error),
+        Err(Some(libc::ETIMEDOUT)),
+        "the server's kernel gave up on its replies"
+    );
+
+    let end = tracer.expect("the replies lost", Duration::from_secs(5), |v| {
+        v["kind"] == "reply_lost" && v["final"] == true
+    });
+    let pod = bed.pod_addr.to_string();
+    assert_eq!(end["outcome"], "timed_out", "{end}");
+    assert_eq!(end["local"], pod, "{end}");
+    assert_eq!(
+        end["peer"]
+            .as_str()
+            .and_then(|p| p.rsplit_once(':'))
+            .map(|p| p.0),
+        Some(bed.snat_ip.to_string().as_str()),
+        "the replies went to the ingress node's SNAT address: {end}"
+    );
+    assert_eq!(
+        end["client"]
+            .as_str()
+            .and_then(|p| p.rsplit_once(':'))
+            .map(|p| p.0),
+        Some(bed.client_ip.to_string().as_str()),
+        "the ingress node's conntrack names the real client: {end}"
+    );
+    assert_eq!(end["client_dialed"], bed.node_port.to_string(), "{end}");
+    assert!(
+        end["retransmits"].as_u64().expect("retransmits") >= 3,
+        "{end}"
+    );
+    assert!(end["unacked_bytes"].as_u64().expect("unacked") > 0, "{end}");
+    assert_eq!(
+        end["pid"],
+        std::process::id(),
+        "the test's server holds the socket: {end}"
+    );
+    let explanation = end["explanation"].as_str().expect("explanation");
+    assert!(
+        explanation.contains("never acknowledged")
+            && explanation.contains(&bed.snat_ip.to_string()),
+        "{explanation}"
+    );
+    let live: Vec<_> = replies_lost(&tracer)
+        .into_iter()
+        .filter(|r| r["final"] == false)
+        .collect();
+    assert!(
+        live.iter()
+            .any(|r| r["outcome"] == "unacknowledged" && r["flow"] == end["flow"]),
+        "reported live before its end: {live:?}"
+    );
+    let flows: std::collections::BTreeSet<_> = replies_lost(&tracer)
+        .iter()
+        .map(|r| r["flow"].to_string())
+        .collect();
+    assert_eq!(
+        flows.len(),
+        1,
+        "the healthy exchange reported nothing: {flows:?}"
+    );
+    drop(cut);
+}

@@ -1,0 +1,83 @@
+//! A socket whose replies were lost (`tracer-ebpf/src/replies.rs`) -> its record: wall time, the
+//! namespace's name, the process holding the socket, the client as this node's conntrack knows it,
+//! the pod at the local address, and the sentence.
+use std::{net::SocketAddr, path::Path, time::Duration};
+
+use tracer_common::{EVENT_REPLY_END, ReplyEvent};
+
+use super::Enricher;
+use crate::{
+    conntrack::netlink::Direction, decode::ip_from_kernel, identity::socket_owner,
+    record::ReplyLostRecord, verdict::ReplyOutcome,
+};
+
+/// Both ends of the socket of `ev`; `None` for an address family we do not know.
+pub fn ends(ev: &ReplyEvent) -> Option<(SocketAddr, SocketAddr)> {
+    let l = &ev.loss;
+    Some((
+        SocketAddr::new(ip_from_kernel(l.family, l.saddr)?, l.sport),
+        SocketAddr::new(ip_from_kernel(l.family, l.daddr)?, l.dport),
+    ))
+}
+
+impl Enricher {
+    pub fn reply_lost_record(
+        &mut self,
+        ev: &ReplyEvent,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> ReplyLostRecord {
+        let l = &ev.loss;
+        let is_final = ev.kind == EVENT_REPLY_END;
+        let outcome = if is_final {
+            ReplyOutcome::of_end(l.unacked, l.error)
+        } else {
+            ReplyOutcome::Unacknowledged
+        };
+        // The server's socket is the reply direction of the connection the node translated.
+        let entry = self.conntrack.as_mut().and_then(|c| {
+            c.get_by_reply(Direction {
+                src: local,
+                dst: peer,
+            })
+            .ok()
+            .flatten()
+        });
+        let client = entry
+            .as_ref()
+            .map(|e| e.original.src)
+            .filter(|client| *client != peer);
+        let client_dialed = client.and(entry.as_ref().map(|e| e.original.dst));
+        let key = (l.sock, l.first_ns);
+        let found = socket_owner::owner_of(l.socket_inode, Path::new("/proc"));
+        let known = if is_final {
+            self.reply_owners.remove(&key).map(|(owner, _)| owner)
+        } else {
+            None
+        };
+        if let (Some(owner), false) = (&found, is_final) {
+            self.reply_owners.insert(key, (owner.clone(), ev.event_ns));
+        }
+        let owner = found.or(known);
+        let lost_for = Duration::from_nanos(ev.event_ns.saturating_sub(l.first_ns));
+        ReplyLostRecord {
+            time: self.time_of(ev.event_ns),
+            outcome,
+            is_final,
+            local,
+            peer,
+            client,
+            client_dialed,
+            retransmits: l.retransmits,
+            unacked_bytes: l.unacked,
+            lost_for_ms: lost_for.as_millis() as u64,
+            pid: owner.as_ref().map(|(pid, _)| *pid),
+            comm: owner.map(|(_, comm)| comm),
+            netns: self.netns.name(l.netns_inode),
+            netns_inode: l.netns_inode,
+            flow: format!("{:x}-{:x}", l.sock, l.first_ns),
+            explanation: outcome.explain(local, peer, l.retransmits, l.unacked, lost_for, client),
+            identity: self.identities.server_end(local, peer),
+        }
+    }
+}
