@@ -153,3 +153,69 @@ fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_cl
     );
     drop(cut);
 }
+
+#[test]
+fn syn_acks_cut_on_the_ingress_node_are_a_handshake_that_never_completed() {
+    let bed = ReturnPathBed::new("rph");
+    // The server's kernel gives up on a handshake after 2 SYN-ACK retransmits (about 7 s).
+    bed.pod
+        .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_synack_retries=2"]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.pod.name(),
+        "--conntrack-netns",
+        bed.ingress.name(),
+    ]);
+    let addr = SocketAddr::V4(bed.pod_addr);
+    let _listener = bed
+        .pod
+        .run_in("rph-bind", move || TcpListener::bind(addr))
+        .expect("the server listens");
+    // The return path is cut before the handshake: the SYN arrives, no SYN-ACK gets back.
+    bed.cut_return_path();
+    let dst = SocketAddr::V4(bed.node_port);
+    let refused = bed.client.run_in("rph-client", move || {
+        TcpStream::connect_timeout(&dst, Duration::from_secs(3))
+    });
+    assert!(refused.is_err(), "the client never gets an answer");
+
+    let live = tracer.expect("SYN-ACKs retransmitted", Duration::from_secs(8), |v| {
+        v["kind"] == "reply_lost" && v["final"] == false
+    });
+    assert_eq!(live["handshake"], true, "{live}");
+    assert_eq!(live["outcome"], "unacknowledged", "{live}");
+    let end = tracer.expect("the handshake given up", Duration::from_secs(20), |v| {
+        v["kind"] == "reply_lost" && v["final"] == true
+    });
+    assert_eq!(end["handshake"], true, "{end}");
+    assert_eq!(end["outcome"], "no_final_ack", "{end}");
+    assert_eq!(end["flow"], live["flow"], "{end}");
+    assert_eq!(end["local"], bed.pod_addr.to_string(), "{end}");
+    assert_eq!(
+        end["peer"]
+            .as_str()
+            .and_then(|p| p.rsplit_once(':'))
+            .map(|p| p.0),
+        Some(bed.snat_ip.to_string().as_str()),
+        "{end}"
+    );
+    assert_eq!(
+        end["client"]
+            .as_str()
+            .and_then(|p| p.rsplit_once(':'))
+            .map(|p| p.0),
+        Some(bed.client_ip.to_string().as_str()),
+        "{end}"
+    );
+    assert_eq!(
+        end["pid"],
+        std::process::id(),
+        "the listener's process: {end}"
+    );
+    assert!(
+        end["explanation"]
+            .as_str()
+            .is_some_and(|e| e.contains("the final ACK never came")),
+        "{end}"
+    );
+}

@@ -28,6 +28,10 @@ pub const EVENT_REPLY_RETRANSMIT: u32 = 4;
 pub const EVENT_REPLY_END: u32 = 5;
 /// Data retransmits of one socket, unacknowledged, at which it is reported live.
 pub const REPLY_LIVE_AT: u32 = 3;
+/// SYN-ACK retransmits of one handshake, with no final ACK, at which it is reported live.
+pub const HANDSHAKE_LIVE_AT: u32 = 2;
+/// `ReplyLoss::state` of a handshake whose SYN-ACKs got no final ACK (`TCP_SYN_RECV`).
+pub const STATE_SYN_RECV: u8 = 3;
 
 /// `Attempt::flags`: a RST arrived while the socket was in `SYN_SENT`.
 pub const FLAG_RST_RECEIVED: u16 = 1;
@@ -191,6 +195,8 @@ pub mod counter {
 /// Capacity of `REPLY_LOSSES`: sockets with retransmitted data, node-wide (LRU: a socket that
 /// recovered and lives on is the one evicted).
 pub const MAX_REPLY_LOSSES: u32 = 8_192;
+/// Capacity of `HANDSHAKES`: handshakes whose SYN-ACKs were retransmitted, node-wide (LRU).
+pub const MAX_HANDSHAKES: u32 = 4_096;
 
 /// Capacity of `ATTEMPTS`: connect attempts in flight at once (a node rarely has more than a few
 /// thousand sockets in `SYN_SENT`; a SYN flood to a black hole is the case this bound is for).
@@ -385,11 +391,14 @@ pub struct SockOffsets {
     pub tcp_snd_nxt: u32,
     /// `struct sock.sk_socket`: the `struct socket` of a socket a process holds (NULL once orphaned).
     pub sk_socket: u32,
+    /// `sock_common.skc_num`: the local port in host order; the only local port a request socket
+    /// (a handshake in progress) has.
+    pub skc_num: u32,
     /// Where the socket's inode number is, from its `struct socket`: `socket_alloc.vfs_inode` minus
     /// `socket_alloc.socket`, plus `inode.i_ino`. Userspace finds the process holding the socket by
     /// that number (`socket:[N]` in `/proc/PID/fd`).
     pub socket_ino: u32,
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
 }
 const _: () = assert!(size_of::<SockOffsets>() == 112);
 
@@ -423,6 +432,22 @@ pub struct ReplyLoss {
     pub _pad2: u32,
 }
 const _: () = assert!(size_of::<ReplyLoss>() == 96);
+
+/// A handshake in progress on a listening socket, by its namespace and addresses
+/// (`HANDSHAKES`): its SYN-ACKs were retransmitted; the child socket of its final ACK has the same
+/// key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HandshakeKey {
+    pub netns_inode: u64,
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    pub family: u16,
+    pub _pad: u16,
+}
+const _: () = assert!(size_of::<HandshakeKey>() == 48);
 
 /// A ring-buffer record about a socket with retransmitted data (`EVENT_REPLY_*`).
 #[repr(C)]
@@ -467,4 +492,5 @@ mod user {
     unsafe impl aya::Pod for super::DnsConfig {}
     unsafe impl aya::Pod for super::ReplyLoss {}
     unsafe impl aya::Pod for super::ReplyEvent {}
+    unsafe impl aya::Pod for super::HandshakeKey {}
 }

@@ -69,6 +69,8 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
                 answered(sk, attempt, Seen::OnTime);
             }
         }
+        // A handshake's final ACK: a retransmitted SYN-ACK got through after all.
+        (TCP_SYN_RECV, TCP_ESTABLISHED) => replies::handshake_completed(sk.0),
         // Closed while it still held a connection the application had not closed: the kernel
         // gave up or a RST came (a socket whose replies are lost keeps that error).
         (TCP_ESTABLISHED | TCP_CLOSE_WAIT, TCP_CLOSE) => replies::closing(sk.0),

@@ -54,6 +54,7 @@ mod sock_fields;
 mod tcp_destroy_sock;
 mod tcp_receive_reset;
 mod tcp_retransmit_skb;
+mod tcp_retransmit_synack;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -97,8 +97,9 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     tcp_snd_una: 0,
     tcp_snd_nxt: 0,
     sk_socket: 0,
+    skc_num: 0,
     socket_ino: 0,
-    _pad: [0; 3],
+    _pad: [0; 2],
 };
 
 pub fn sock_offsets() -> SockOffsets {

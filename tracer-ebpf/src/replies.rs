@@ -9,8 +9,8 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use aya_ebpf::macros::map;
 use aya_ebpf::maps::{Array, LruHashMap};
 use tracer_common::{
-    EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, MAX_REPLY_LOSSES, REPLY_LIVE_AT, ReplyEvent,
-    ReplyLoss, counter,
+    EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, HANDSHAKE_LIVE_AT, HandshakeKey, MAX_HANDSHAKES,
+    MAX_REPLY_LOSSES, REPLY_LIVE_AT, ReplyEvent, ReplyLoss, STATE_SYN_RECV, counter,
 };
 
 use crate::{
@@ -28,6 +28,17 @@ pub static REPLY_LOSSES: LruHashMap<u64, ReplyLoss> =
 /// end of every other socket.
 #[map]
 static REPLY_LOSSES_OPEN: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Handshakes whose SYN-ACKs were retransmitted, until the final ACK makes their child socket
+/// (`handshake_completed`) or userspace takes them out as given up.
+#[map]
+pub static HANDSHAKES: LruHashMap<HandshakeKey, ReplyLoss> =
+    LruHashMap::with_max_entries(MAX_HANDSHAKES, 0);
+
+/// How many entries `HANDSHAKES` may hold (as `REPLY_LOSSES_OPEN`; userspace lowers it when it
+/// takes entries out): zero answers "none" at every accepted connection.
+#[map]
+pub static HANDSHAKES_OPEN: Array<u64> = Array::with_max_entries(1, 0);
 
 const TCP_ESTABLISHED: u8 = 1;
 const TCP_FIN_WAIT1: u8 = 4;
@@ -82,9 +93,85 @@ pub fn retransmitted(sk: u64, state: u8) {
         error: 0,
         _pad2: 0,
     };
-    add_open(1);
+    add(&REPLY_LOSSES_OPEN, 1);
     if REPLY_LOSSES.insert(&key, &loss, 0).is_err() {
-        add_open(-1);
+        add(&REPLY_LOSSES_OPEN, -1);
+    }
+}
+
+/// A SYN-ACK sent again for the request `request` of listener `listener`.
+pub fn synack_retransmitted(listener: u64, request: u64) {
+    let addrs = sock_fields::request_addrs(request);
+    let netns_inode = sock_fields::netns_inode(request);
+    let only = filter().netns_inode;
+    if only != 0 && netns_inode != only {
+        return;
+    }
+    let key = HandshakeKey {
+        netns_inode,
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        family: addrs.family,
+        _pad: 0,
+    };
+    let now = now_ns();
+    if let Some(loss) = HANDSHAKES.get_ptr_mut(&key) {
+        // SAFETY: a map value pointer, valid for the program's run.
+        let loss = unsafe { &mut *loss };
+        loss.retransmits = loss.retransmits.saturating_add(1);
+        loss.last_ns = now;
+        if loss.retransmits == HANDSHAKE_LIVE_AT {
+            emit(EVENT_REPLY_RETRANSMIT, loss);
+        }
+        return;
+    }
+    let loss = ReplyLoss {
+        sock: sock_fields::as_number(request),
+        first_ns: now,
+        last_ns: now,
+        netns_inode,
+        socket_inode: sock_fields::socket_inode(listener),
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        family: addrs.family,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        state: STATE_SYN_RECV,
+        _pad: 0,
+        retransmits: 1,
+        unacked: 0,
+        error: 0,
+        _pad2: 0,
+    };
+    add(&HANDSHAKES_OPEN, 1);
+    if HANDSHAKES.insert(&key, &loss, 0).is_err() {
+        add(&HANDSHAKES_OPEN, -1);
+    }
+}
+
+/// The final ACK came: the child socket `child` of a handshake is established.
+pub fn handshake_completed(child: u64) {
+    // SAFETY: an aligned array value; a torn read of a u64 cannot happen.
+    let open = HANDSHAKES_OPEN
+        .get_ptr(0)
+        .map_or(1, |n| unsafe { core::ptr::read_volatile(n) });
+    if open == 0 {
+        return;
+    }
+    let addrs = sock_fields::addrs(child);
+    let key = HandshakeKey {
+        netns_inode: sock_fields::netns_inode(child),
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        family: addrs.family,
+        _pad: 0,
+    };
+    if HANDSHAKES.remove(&key).is_ok() {
+        add(&HANDSHAKES_OPEN, -1);
     }
 }
 
@@ -149,12 +236,12 @@ pub fn destroyed(sk: u64) {
         emit(EVENT_REPLY_END, loss);
     }
     if REPLY_LOSSES.remove(&key).is_ok() {
-        add_open(-1);
+        add(&REPLY_LOSSES_OPEN, -1);
     }
 }
 
-fn add_open(delta: i64) {
-    if let Some(open) = REPLY_LOSSES_OPEN.get_ptr_mut(0) {
+fn add(counter: &Array<u64>, delta: i64) {
+    if let Some(open) = counter.get_ptr_mut(0) {
         // SAFETY: an aligned array value shared by all CPUs, changed only atomically.
         unsafe {
             atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(open, delta.cast_unsigned())

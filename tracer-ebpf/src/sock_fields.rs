@@ -139,6 +139,14 @@ pub fn as_number(pointer: u64) -> u64 {
     }
 }
 
+/// Both ends of a request socket (a handshake in progress): its local port is `skc_num`, in host
+/// order; it has no `inet_sock`.
+pub fn request_addrs(request: u64) -> Addrs {
+    let mut addrs = addrs(request);
+    addrs.sport = field(request, sock_offsets().skc_num);
+    addrs
+}
+
 /// Bytes sent and not yet acknowledged (`snd_nxt - snd_una`).
 pub fn unacked(sock: u64) -> u32 {
     let off = sock_offsets();

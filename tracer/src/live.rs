@@ -218,6 +218,9 @@ async fn event_loop(
             }
             _ = dns_tick.tick() => {
                 pipeline.dns_tick(kernel, sink)?;
+                let now_ns = monotonic_now_ns();
+                let given_up = kernel.handshakes.take_given_up(now_ns);
+                pipeline.stages.handshakes_given_up(given_up, now_ns, sink)?;
                 sink.flush()?;
             }
             _ = stats_tick.tick() => {

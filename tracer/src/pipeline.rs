@@ -7,7 +7,7 @@ use std::{io, net::SocketAddr, time::Instant};
 
 use tracer_common::{
     DnsEvent, EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, FLAG_NO_SYN, HealthyKey, HealthyStats,
-    ReplyEvent,
+    ReplyEvent, ReplyLoss,
 };
 
 use crate::{
@@ -88,15 +88,7 @@ impl Stages {
                 self.decode_errors += 1;
                 return Ok(());
             };
-            let Some((local, peer)) = enrich::replies::ends(&ev) else {
-                self.decode_errors += 1;
-                return Ok(());
-            };
-            if !self.filter.matches(&[peer, local]) {
-                return Ok(());
-            }
-            let record = self.enricher.reply_lost_record(&ev, local, peer);
-            return sink.write(&Record::ReplyLost(record));
+            return self.reply(&ev, sink);
         }
         if is_dns_record(bytes) {
             let Ok(ev) = read_record::<DnsEvent>(bytes) else {
@@ -137,6 +129,38 @@ impl Stages {
         }
         let record = self.enricher.connect_record(&flow, via);
         sink.write(&Record::Connect(record))
+    }
+
+    /// A socket (or handshake) whose replies are not acknowledged: live, or its end.
+    fn reply(&mut self, ev: &ReplyEvent, sink: &mut dyn Sink) -> io::Result<()> {
+        let Some((local, peer)) = enrich::replies::ends(ev) else {
+            self.decode_errors += 1;
+            return Ok(());
+        };
+        if !self.filter.matches(&[peer, local]) {
+            return Ok(());
+        }
+        let record = self.enricher.reply_lost_record(ev, local, peer);
+        sink.write(&Record::ReplyLost(record))
+    }
+
+    /// Handshakes the server's kernel gave up on, taken out of the kernel's table: their end.
+    pub fn handshakes_given_up(
+        &mut self,
+        given_up: Vec<ReplyLoss>,
+        now_ns: u64,
+        sink: &mut dyn Sink,
+    ) -> io::Result<()> {
+        for loss in given_up {
+            let ev = ReplyEvent {
+                kind: EVENT_REPLY_END,
+                _pad: 0,
+                event_ns: now_ns,
+                loss,
+            };
+            self.reply(&ev, sink)?;
+        }
+        Ok(())
     }
 
     /// A DNS tick: the queries the kernel side took out as expired, with the servers' healthy

@@ -253,6 +253,9 @@ pub struct ReplyLostRecord {
     pub outcome: ReplyOutcome,
     #[serde(rename = "final")]
     pub is_final: bool,
+    /// The replies were SYN-ACKs: the handshake never got its final ACK.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handshake: bool,
     /// The socket's own end (the server).
     pub local: SocketAddr,
     /// Where its replies went.

@@ -439,6 +439,8 @@ pub enum ReplyOutcome {
     Closed,
     /// Acknowledged in the end: the replies got through late.
     Recovered,
+    /// A handshake whose SYN-ACKs never got the final ACK; the server's kernel gave up.
+    NoFinalAck,
 }
 
 impl ReplyOutcome {
@@ -448,6 +450,7 @@ impl ReplyOutcome {
             ReplyOutcome::TimedOut => "timed_out",
             ReplyOutcome::Closed => "closed",
             ReplyOutcome::Recovered => "recovered",
+            ReplyOutcome::NoFinalAck => "no_final_ack",
         }
     }
 
@@ -464,10 +467,15 @@ impl ReplyOutcome {
 
     /// One sentence: what happened to the replies, and where to look. `peer` is the address the
     /// replies went to; `translated`, the real client when this node's conntrack translated it.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the facts of one sentence, each a plain value"
+    )]
     pub fn explain(
         self,
         local: SocketAddr,
         peer: SocketAddr,
+        handshake: bool,
         retransmits: u32,
         unacked: u32,
         lost_for: Duration,
@@ -485,6 +493,18 @@ impl ReplyOutcome {
                  (a node or NAT state on the way back that is gone, or a drop)."
             ),
         };
+        if handshake {
+            let end = if self == ReplyOutcome::NoFinalAck {
+                "; the server's kernel gave up on the handshake"
+            } else {
+                ""
+            };
+            return format!(
+                "{local} sent its SYN-ACK to {peer} {} times over {t} and the final ACK never came{end}: \
+                 the client's SYN arrived, the answer did not get back.{path}",
+                retransmits + 1
+            );
+        }
         match self {
             ReplyOutcome::Unacknowledged => format!(
                 "{local} has retransmitted its replies to {peer} {retransmits} times over {t} and \
@@ -502,6 +522,10 @@ impl ReplyOutcome {
             ReplyOutcome::Recovered => format!(
                 "The replies from {local} to {peer} were acknowledged in the end, after \
                  {retransmits} retransmits over {t}: a lossy return path, not a broken one."
+            ),
+            ReplyOutcome::NoFinalAck => format!(
+                "The handshake from {peer} to {local} never completed after {retransmits} \
+                 SYN-ACK retransmits over {t}.{path}"
             ),
         }
     }

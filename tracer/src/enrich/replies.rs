@@ -3,7 +3,7 @@
 //! the pod at the local address, and the sentence.
 use std::{net::SocketAddr, path::Path, time::Duration};
 
-use tracer_common::{EVENT_REPLY_END, ReplyEvent};
+use tracer_common::{EVENT_REPLY_END, ReplyEvent, STATE_SYN_RECV};
 
 use super::Enricher;
 use crate::{
@@ -29,10 +29,11 @@ impl Enricher {
     ) -> ReplyLostRecord {
         let l = &ev.loss;
         let is_final = ev.kind == EVENT_REPLY_END;
-        let outcome = if is_final {
-            ReplyOutcome::of_end(l.unacked, l.error)
-        } else {
-            ReplyOutcome::Unacknowledged
+        let handshake = l.state == STATE_SYN_RECV;
+        let outcome = match (is_final, handshake) {
+            (false, _) => ReplyOutcome::Unacknowledged,
+            (true, true) => ReplyOutcome::NoFinalAck,
+            (true, false) => ReplyOutcome::of_end(l.unacked, l.error),
         };
         // The server's socket is the reply direction of the connection the node translated.
         let entry = self.conntrack.as_mut().and_then(|c| {
@@ -64,6 +65,7 @@ impl Enricher {
             time: self.time_of(ev.event_ns),
             outcome,
             is_final,
+            handshake,
             local,
             peer,
             client,
@@ -76,7 +78,15 @@ impl Enricher {
             netns: self.netns.name(l.netns_inode),
             netns_inode: l.netns_inode,
             flow: format!("{:x}-{:x}", l.sock, l.first_ns),
-            explanation: outcome.explain(local, peer, l.retransmits, l.unacked, lost_for, client),
+            explanation: outcome.explain(
+                local,
+                peer,
+                handshake,
+                l.retransmits,
+                l.unacked,
+                lost_for,
+                client,
+            ),
             identity: self.identities.server_end(local, peer),
         }
     }

@@ -10,6 +10,7 @@ mod cgroup_link;
 mod cgroup_mount;
 pub mod counters;
 pub mod dns;
+pub mod handshakes;
 pub mod preflight;
 
 use std::{
@@ -44,6 +45,8 @@ pub struct KernelSide {
     pub healthy: Healthy,
     pub skipped: SkippedRuns,
     pub dns: dns::DnsMaps,
+    /// Handshakes whose SYN-ACKs were retransmitted (`handshakes.rs`).
+    pub handshakes: handshakes::Handshakes,
     /// What this kernel lets the tracer do.
     pub capabilities: Capabilities,
 }
@@ -104,6 +107,10 @@ impl KernelSide {
             .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
         let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
         let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
+        let handshakes = handshakes::Handshakes::new(aya::maps::HashMap::try_from(take_map(
+            &mut ebpf,
+            "HANDSHAKES",
+        )?)?);
         let skipped = SkippedRuns::new(
             ebpf.programs()
                 .filter(|(name, _)| *name != preflight::SKIPS_ACCOUNTED)
@@ -129,6 +136,7 @@ impl KernelSide {
             healthy,
             skipped,
             dns,
+            handshakes,
             capabilities,
         })
     }
@@ -275,9 +283,10 @@ fn sock_offsets(
         tcp_snd_una: offset("tcp_sock", "snd_una")?,
         tcp_snd_nxt: offset("tcp_sock", "snd_nxt")?,
         sk_socket: offset("sock", "sk_socket")?,
+        skc_num: offset("sock_common", "skc_num")?,
         socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
             + offset("inode", "i_ino")?,
-        _pad: [0; 3],
+        _pad: [0; 2],
     })
 }
 

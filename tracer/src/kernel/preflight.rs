@@ -49,13 +49,15 @@ impl Paths {
 /// arguments (a `struct sock *` first) and the socket at BTF offsets, not the formatted record.
 /// (tracepoint, program, required). Without a required one nothing can be traced; an optional one
 /// missing costs a capability (`capabilities.rs`).
-pub const TRACEPOINTS: [(&str, &str, bool); 5] = [
+pub const TRACEPOINTS: [(&str, &str, bool); 6] = [
     ("inet_sock_set_state", "inet_sock_set_state", true),
     ("tcp_retransmit_skb", "tcp_retransmit_skb", true),
     ("tcp_receive_reset", "tcp_receive_reset", true),
     // Not in 5.10: the errno is then read when the socket closes.
     ("inet_sk_error_report", "inet_sk_error_report", false),
     ("tcp_destroy_sock", "tcp_destroy_sock", true),
+    // Since 4.15, on every kernel we know; without it SYN-ACKs never answered are not seen.
+    ("tcp_retransmit_synack", "tcp_retransmit_synack", false),
 ];
 
 /// The program whose skipped (nested) runs the kernel side accounts for itself: each is harmless,
