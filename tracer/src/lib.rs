@@ -27,6 +27,7 @@ pub mod bench_cluster_model;
 pub mod bench_pipeline;
 pub mod clock;
 pub mod conntrack;
+pub mod datapath;
 pub mod decode;
 pub mod demo;
 pub mod dns;

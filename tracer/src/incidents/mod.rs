@@ -25,7 +25,10 @@ use self::{
     tally::{ServiceSummary, Tally},
 };
 use crate::{
-    record::{ConnectRecord, HealthyRecord, Record, ServiceRecord, StaleNatRecord, StatsRecord},
+    record::{
+        ConnectRecord, HealthyRecord, Record, ServiceRecord, StaleDatapathRecord, StaleNatRecord,
+        StatsRecord,
+    },
     verdict::VerdictKind,
 };
 
@@ -66,7 +69,12 @@ pub struct Model {
     conntrack_services: BTreeMap<SocketAddr, ServiceRecord>,
     /// Conntrack entries seen stuck in `SYN_SENT [UNREPLIED]` (`stale_nat`), by their tuple.
     stale_nat: BTreeMap<(SocketAddr, SocketAddr), StaleNatRecord>,
+    /// The node's Service rules that no EndpointSlice backs (`stale_datapath`), until reported gone.
+    stale_datapath: BTreeMap<DatapathKey, StaleDatapathRecord>,
 }
+
+/// One datapath entry: where it lives, what it translates.
+type DatapathKey = (String, String, SocketAddr, SocketAddr);
 
 impl Model {
     pub fn new(started: Option<SystemTime>) -> Model {
@@ -85,6 +93,7 @@ impl Model {
             kernel: None,
             conntrack_services: BTreeMap::new(),
             stale_nat: BTreeMap::new(),
+            stale_datapath: BTreeMap::new(),
         }
     }
 
@@ -118,6 +127,20 @@ impl Model {
             Record::StaleNat(n) => {
                 self.stale_nat.insert((n.original.src, n.original.dst), n);
             }
+            Record::StaleDatapath(d) => {
+                self.advance(d.time.0);
+                let key = (
+                    d.source.name().to_string(),
+                    d.location.clone(),
+                    d.service,
+                    d.backend,
+                );
+                if d.gone {
+                    self.stale_datapath.remove(&key);
+                } else {
+                    self.stale_datapath.insert(key, d);
+                }
+            }
         }
     }
 
@@ -136,6 +159,13 @@ impl Model {
     pub fn stale_nat(&self) -> Vec<&StaleNatRecord> {
         let mut entries: Vec<_> = self.stale_nat.values().collect();
         entries.sort_by_key(|e| std::cmp::Reverse(e.age_s));
+        entries
+    }
+
+    /// The node's Service rules no EndpointSlice backs, by Service then backend.
+    pub fn stale_datapath(&self) -> Vec<&StaleDatapathRecord> {
+        let mut entries: Vec<_> = self.stale_datapath.values().collect();
+        entries.sort_by_key(|d| (d.service, d.backend, d.source, d.location.as_str()));
         entries
     }
 

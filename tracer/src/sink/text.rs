@@ -43,6 +43,26 @@ impl<W: Write> Sink for TextSink<W> {
                 "",
                 n.explanation
             ),
+            Record::StaleDatapath(d) => writeln!(
+                self.out,
+                "{:<20} {} {} {} -> {}{} {} ({})\n{:<20} {}",
+                if d.gone {
+                    "[STALE DATAPATH GONE]"
+                } else {
+                    "[STALE DATAPATH]"
+                },
+                d.source.name(),
+                d.protocol,
+                d.service,
+                d.backend,
+                d.service_name
+                    .as_ref()
+                    .map_or_else(String::new, |n| format!(" service={n}")),
+                d.location,
+                d.reason.text(),
+                "",
+                d.explanation
+            ),
             Record::Dns(d) => self.dns(d),
             Record::DnsHealthy(d) => writeln!(
                 self.out,
@@ -142,10 +162,13 @@ impl<W: Write> TextSink<W> {
         }
         // Refusals whose backend could not be named (destroy events not followed yet): not a loss
         // of records, said beside the drops so that it is not missed either.
-        let unnamed = match s.conntrack.refused_before_subscription {
+        let mut unnamed = match s.conntrack.refused_before_subscription {
             0 => String::new(),
             n => format!(" refused_before_subscription={n}"),
         };
+        if let Some(d) = &s.datapath {
+            unnamed = format!("{unnamed} stale_datapath={}", d.stale_entries);
+        }
         writeln!(
             self.out,
             "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}{unnamed}",
