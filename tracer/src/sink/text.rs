@@ -267,6 +267,26 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_datapath_entry_is_one_line_and_its_sentence() {
+        let line = r#"{"schema":1,"kind":"stale_datapath","time":"2026-11-30T16:40:10.000Z","service":"10.96.0.10:80","protocol":"tcp","service_name":"app/web","backend":"10.244.1.30:8080","source":"nftables","location":"endpoint-X-app/web/tcp/http__10.244.1.30/8080","reason":"its pod is gone","gone":true,"explanation":"gone."}"#;
+        let record = serde_json::from_str::<crate::record::Line>(line)
+            .expect("parses")
+            .record;
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&record).expect("write");
+        let text = String::from_utf8(sink.out).expect("utf8");
+        let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+        assert_eq!(
+            lines,
+            [
+                "[STALE DATAPATH GONE] nftables tcp 10.96.0.10:80 -> 10.244.1.30:8080 service=app/web \
+                 endpoint-X-app/web/tcp/http__10.244.1.30/8080 (its pod is gone)",
+                "gone.",
+            ]
+        );
+    }
+
+    #[test]
     fn without_names_the_output_is_as_before() {
         let mut record = refused_by_worker();
         record.identity = Identity::default();
