@@ -182,23 +182,36 @@ impl Netns {
 
     /// Applies an nftables script (`nft -f -`) inside the namespace; panics with stderr on failure.
     pub fn nft(&self, script: &str) {
+        self.feed("nft", &["nft", "-f", "-"], script);
+    }
+
+    /// Replaces the tables `iptables-save` format names (`*nat ... COMMIT`) with `rules`
+    /// (`iptables-restore`, the nf_tables backend Debian ships); panics with stderr on failure.
+    pub fn iptables_restore(&self, rules: &str) {
+        self.feed("iptables-restore", &["iptables-restore"], rules);
+    }
+
+    /// Runs `args` in the namespace with `input` on its stdin; panics with its stderr on failure.
+    fn feed(&self, what: &str, args: &[&str], input: &str) {
         let mut child = self
-            .exec_cmd(&["nft", "-f", "-"])
+            .exec_cmd(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run nft in netns {}: {e}", self.name));
+            .unwrap_or_else(|e| panic!("cannot run {what} in netns {}: {e}", self.name));
         child
             .stdin
             .take()
             .expect("stdin was requested as piped")
-            .write_all(script.as_bytes())
-            .expect("writing the nft script to nft's stdin");
-        let out = child.wait_with_output().expect("waiting for nft");
+            .write_all(input.as_bytes())
+            .unwrap_or_else(|e| panic!("writing the input to {what}'s stdin: {e}"));
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("waiting for {what}: {e}"));
         if !out.status.success() {
             panic!(
-                "nft failed in netns {} ({}): {}\nscript:\n{script}",
+                "{what} failed in netns {} ({}): {}\ninput:\n{input}",
                 self.name,
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()

@@ -12,6 +12,8 @@
 //! `sink/channel.rs` or from a recording by `replay.rs`) and `tui/summary.rs`.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
 //! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
+//! `datapath/` reads the node's Service rules (kube-proxy's iptables, nftables, IPVS) and reports
+//! the entries no EndpointSlice backs (`stale_datapath`).
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
 //! `bench_pipeline.rs` and `bench_cluster_model.rs` are hidden benchmarks (`cargo xtask bench`).
@@ -27,6 +29,7 @@ pub mod bench_cluster_model;
 pub mod bench_pipeline;
 pub mod clock;
 pub mod conntrack;
+pub mod datapath;
 pub mod decode;
 pub mod demo;
 pub mod dns;

@@ -17,6 +17,7 @@ use crate::{
         netlink::Conntrack,
         subscription::DestroySubscription,
     },
+    datapath::reader::DatapathReader,
     filter::DestinationFilter,
     identity::{Identities, source::ClusterSource},
     kernel::KernelSide,
@@ -106,10 +107,17 @@ async fn trace(
         args.pipeline.conntrack_destroy_events,
     );
     let dumper = Dumper::start(
-        conntrack_netns,
+        conntrack_netns.clone(),
         args.stats_interval,
         args.pipeline.stale_after,
     );
+    // The node's Service rules are worth reading only with an EndpointSlice to judge them by.
+    let judged = identities.cluster_view().is_some();
+    let datapath = if judged {
+        DatapathReader::start(conntrack_netns, args.stats_interval)
+    } else {
+        DatapathReader::idle()
+    };
     let mut kernel = KernelSide::load(
         filter,
         args.pipeline.max_attempts,
@@ -135,11 +143,15 @@ async fn trace(
             dns_stuck_after: args.pipeline.dns_stuck_after,
         }),
         dumper,
+        datapath,
         reported_drops: 0,
         conntrack_failed: false,
         stats_written: 0,
         node: args.pipeline.node_name.clone(),
     };
+    if !judged {
+        pipeline.stages.datapath.cannot_judge();
+    }
     eprintln!(
         "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
         if args.pipeline.no_dns {
@@ -216,6 +228,10 @@ async fn event_loop(
                     sink.flush()?;
                 }
             }
+            Some(snapshot) = pipeline.datapath.snapshots.recv() => {
+                pipeline.stages.write_datapath(snapshot, sink)?;
+                sink.flush()?;
+            }
             _ = dns_tick.tick() => {
                 pipeline.dns_tick(kernel, sink)?;
                 let now_ns = monotonic_now_ns();
@@ -255,6 +271,8 @@ impl Signals {
 struct Pipeline {
     stages: Stages,
     dumper: Dumper,
+    /// The node's Service rules, read on their own thread.
+    datapath: DatapathReader,
     reported_drops: u64,
     /// A conntrack dump failure is said once, not every interval.
     conntrack_failed: bool,

@@ -13,6 +13,7 @@ use tracer_common::{
 use crate::{
     clock::{KernelClock, Timestamp},
     conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
+    datapath::{Snapshot, audit::Audit},
     decode::{KernelEvent, decode, ip_from_kernel, read_record},
     dns::{self, DnsTracker, Expired, Finding, HealthyTotals, is_dns_record},
     enrich::{self, Enricher, destinations},
@@ -47,6 +48,8 @@ pub struct Stages {
     pub dns: DnsTracker,
     /// The errno of connects that failed before any SYN left.
     pub route_check: RouteCheck,
+    /// The node's Service rules judged against the EndpointSlices.
+    pub datapath: Audit,
     /// Records received from the kernel.
     pub events: u64,
     pub decode_errors: u64,
@@ -68,6 +71,7 @@ impl Stages {
             services: ServiceView::new(options.service_window),
             dns: DnsTracker::new(options.dns_timeout, options.dns_stuck_after),
             route_check: RouteCheck::default(),
+            datapath: Audit::default(),
             events: 0,
             decode_errors: 0,
         }
@@ -264,6 +268,19 @@ fn is_reply_record(bytes: &[u8]) -> bool {
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(u32::from_ne_bytes)
         .is_some_and(|kind| kind == EVENT_REPLY_RETRANSMIT || kind == EVENT_REPLY_END)
+}
+
+impl Stages {
+    /// One read of the node's datapath: the `stale_datapath` records of what changed, judged
+    /// against the cluster state as of now.
+    pub fn write_datapath(&mut self, snapshot: Snapshot, sink: &mut dyn Sink) -> io::Result<()> {
+        let view = self.enricher.identities.cluster_view();
+        let time = Timestamp(std::time::SystemTime::now());
+        for record in self.datapath.judge(snapshot, view.as_ref(), time) {
+            sink.write(&Record::StaleDatapath(record))?;
+        }
+        Ok(())
+    }
 }
 
 /// What conntrack's dumps found since the last report: answered connects per Service and backend

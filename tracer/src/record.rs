@@ -17,6 +17,7 @@ pub enum Record {
     Healthy(HealthyRecord),
     Service(ServiceRecord),
     StaleNat(StaleNatRecord),
+    StaleDatapath(StaleDatapathRecord),
     Stats(StatsRecord),
     Dns(DnsRecord),
     DnsHealthy(DnsHealthyRecord),
@@ -148,6 +149,55 @@ pub struct StaleNatRecord {
 pub struct Tuple {
     pub src: SocketAddr,
     pub dst: SocketAddr,
+}
+
+/// An entry of the node's Service datapath (kube-proxy's iptables or nftables rules, IPVS) that the
+/// cluster's EndpointSlices do not back: reported when the audit first finds it, and once more with
+/// `gone: true` when it is no longer stale (removed from the datapath, or backed again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StaleDatapathRecord {
+    pub time: Timestamp,
+    /// The Service address the entry translates.
+    pub service: SocketAddr,
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    /// `namespace/name`: from the cluster state, else from the datapath's own names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+    /// Where the entry sends connects.
+    pub backend: SocketAddr,
+    pub source: crate::datapath::Source,
+    /// The chain, map or virtual server that holds it (`KUBE-SEP-...`, `endpoint-...`).
+    pub location: String,
+    pub reason: StaleReason,
+    /// This entry is no longer stale: the datapath dropped it, or the cluster backs it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
+    pub explanation: String,
+}
+
+/// Why a datapath entry is stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StaleReason {
+    /// No EndpointSlice of the Service lists the backend (a pod still has the address).
+    #[serde(rename = "no EndpointSlice lists it")]
+    Unlisted,
+    /// An EndpointSlice still lists the backend for a pod, but no current pod has the address.
+    #[serde(rename = "its pod is gone")]
+    PodGone,
+    /// Neither: no EndpointSlice lists it and no current pod has the address.
+    #[serde(rename = "no EndpointSlice lists it and its pod is gone")]
+    UnlistedPodGone,
+}
+
+impl StaleReason {
+    pub fn text(self) -> &'static str {
+        match self {
+            StaleReason::Unlisted => "no EndpointSlice lists it",
+            StaleReason::PodGone => "its pod is gone",
+            StaleReason::UnlistedPodGone => "no EndpointSlice lists it and its pod is gone",
+        }
+    }
 }
 
 /// One UDP DNS query that needs attention: `slow` or `error` (answered), `unanswered`, `refused`.
@@ -321,6 +371,10 @@ pub struct StatsRecord {
     pub dns: DnsStats,
     #[serde(default)]
     pub conntrack: ConntrackStats,
+    /// The datapath audit: stale entries the node's Service rules hold now, and each source read;
+    /// absent from trackers that did not run it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath: Option<DatapathStats>,
     /// `--node-name` (a `DaemonSet`'s downward API), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -357,6 +411,35 @@ pub enum Capability {
     Full,
     Degraded { reason: String },
     Off { reason: String },
+}
+
+/// The datapath audit as of its latest read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatapathStats {
+    /// What the entries were judged against: `file`, `api`, or `none` (no cluster state: nothing is
+    /// judged and `stale_entries` is 0).
+    pub cluster_state: String,
+    /// Entries stale right now, over every source: the number the sweep and the metrics read.
+    pub stale_entries: u64,
+    /// By source (`iptables`, `nftables`, `ipvs`): read, absent from this node, or failed.
+    pub sources: std::collections::BTreeMap<String, SourceState>,
+}
+
+/// One datapath source on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum SourceState {
+    Read {
+        entries: u64,
+        stale: u64,
+    },
+    /// Not on this node (a tool, a table or a kernel module missing): a fact, not a failure.
+    Absent {
+        reason: String,
+    },
+    Failed {
+        reason: String,
+    },
 }
 
 /// The conntrack destroy-event subscription (`--conntrack-destroy-events`), where refused Service

@@ -83,6 +83,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Timed>, ReplayError> {
             Record::Healthy(h) => &h.time,
             Record::Service(s) => &s.time,
             Record::StaleNat(n) => &n.time,
+            Record::StaleDatapath(d) => &d.time,
             Record::Stats(s) => &s.time,
             Record::Dns(d) => &d.time,
             Record::DnsHealthy(d) => &d.time,

@@ -49,6 +49,7 @@ pub fn record(
             destroy_events_subscribed: destroyed.is_open(),
             refused_before_subscription: destroyed.refused_before_subscription,
         },
+        datapath: stages.datapath.stats(),
         kernel: with_kernel.then(|| kernel.capabilities.info()),
         node,
         is_final,

@@ -11,11 +11,12 @@ use serde_json::Value;
 use tracer::record::{Line, Record};
 
 /// Every record kind the code writes, as its `"kind"`.
-const KINDS: [&str; 9] = [
+const KINDS: [&str; 10] = [
     "connect",
     "healthy",
     "service",
     "stale_nat",
+    "stale_datapath",
     "stats",
     "dns",
     "dns_healthy",
@@ -256,6 +257,7 @@ fn record_kind(record: &Record) -> &'static str {
         Record::Healthy(_) => "healthy",
         Record::Service(_) => "service",
         Record::StaleNat(_) => "stale_nat",
+        Record::StaleDatapath(_) => "stale_datapath",
         Record::Stats(_) => "stats",
         Record::Dns(_) => "dns",
         Record::DnsHealthy(_) => "dns_healthy",

@@ -279,6 +279,47 @@ fn the_services_view_shows_what_the_nodes_conntrack_says() {
     );
 }
 
+/// Two stale datapath entries found, then one reported gone: the view and the summary keep the
+/// other, and the summary says what the audit read.
+const STALE_DATAPATH: &str = r#"{"schema":1,"kind":"stale_datapath","time":"2026-11-30T16:40:10.000Z","service":"10.96.0.10:80","protocol":"tcp","service_name":"app/web","backend":"10.244.1.30:8080","source":"iptables","location":"KUBE-SEP-DEADBEEF00000000","reason":"no EndpointSlice lists it and its pod is gone","explanation":"kube-proxy's iptables rules on this node still send tcp 10.96.0.10:80 to 10.244.1.30:8080 (KUBE-SEP-DEADBEEF00000000), which no EndpointSlice of Service app/web lists and no pod has: connects sent there go nowhere."}
+{"schema":1,"kind":"stale_datapath","time":"2026-11-30T16:40:10.000Z","service":"10.96.0.11:53","protocol":"udp","backend":"10.244.3.9:53","source":"iptables","location":"KUBE-SEP-OLDDNS0000000000","reason":"its pod is gone","explanation":"x"}
+{"schema":1,"kind":"stale_datapath","time":"2026-11-30T16:40:12.000Z","service":"10.96.0.11:53","protocol":"udp","backend":"10.244.3.9:53","source":"iptables","location":"KUBE-SEP-OLDDNS0000000000","reason":"its pod is gone","gone":true,"explanation":"y"}
+{"schema":1,"kind":"stats","time":"2026-11-30T16:40:12.000Z","attempts":0,"established_first_syn":0,"events":0,"open_flows":0,"dropped":{"ring_buffer_full":0,"attempts_map_full":0,"healthy_map_full":0,"decode_errors":0,"expired_flows":0},"datapath":{"cluster_state":"api","stale_entries":1,"sources":{"iptables":{"state":"read","entries":12,"stale":1},"ipvs":{"state":"absent","reason":"no /proc/net/ip_vs: the ip_vs module is not loaded"}}},"final":false}"#;
+
+#[test]
+fn stale_datapath_entries_show_in_the_services_view_and_the_summary_until_gone() {
+    let mut s = State::new("replay fixture.jsonl", None);
+    for r in records(STALE_DATAPATH) {
+        s.apply(r);
+    }
+    s.act(Action::NextView);
+    assert_eq!(s.view, View::Services);
+    let t = render(&mut s, 120, 40);
+    let screen = screen_text(&t);
+    assert!(screen.contains("STALE DATAPATH"), "{screen}");
+    assert!(
+        screen.contains(
+            "10.96.0.10:80 -> 10.244.1.30:8080 (app/web) iptables KUBE-SEP-DEADBEEF00000000: no \
+             EndpointSlice lists it"
+        ),
+        "{screen}"
+    );
+    assert!(!screen.contains("10.244.3.9:53"), "gone: {screen}");
+    let summary = tracer::tui::summary::render(&s);
+    assert!(
+        summary.contains(
+            "datapath audit (against api): 1 stale entry; iptables read 12 (1 stale), ipvs absent \
+             (no /proc/net/ip_vs: the ip_vs module is not loaded)"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("Stale datapath (the node's Service rules that no EndpointSlice backs):\n  tcp 10.96.0.10:80 -> 10.244.1.30:8080  iptables KUBE-SEP-DEADBEEF00000000: no EndpointSlice lists it and its pod is gone\n      kube-proxy's iptables rules"),
+        "{summary}"
+    );
+    assert!(!summary.contains("10.244.3.9:53"), "gone: {summary}");
+}
+
 #[test]
 fn the_copy_key_writes_the_selected_row_as_json_to_the_copy_file() {
     let mut s = state_of(DEAD_BACKEND);

@@ -20,6 +20,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const TEST_PACKAGES: &[&str] = &[
     "iproute2",
     "nftables",
+    // kube-proxy's iptables rules for the stale datapath tests (the nf_tables backend).
+    "iptables",
     "tmux",
     "conntrack",
     "bpftrace",

@@ -59,6 +59,12 @@ impl Identities {
         self.cluster.as_ref().map(ClusterSource::view)
     }
 
+    /// The cluster state as of now and where it comes from, when there is one (the datapath audit
+    /// judges against it).
+    pub fn cluster_view(&self) -> Option<ClusterView> {
+        self.view()
+    }
+
     /// Identities and the cluster-state verdict of one connect attempt. `backend` is where the SYN
     /// went (the socket's destination, or the backend conntrack saw kube-proxy choose), `service` the
     /// Service address the application meant, when load balancing was seen.

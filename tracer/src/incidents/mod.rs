@@ -26,8 +26,8 @@ use self::{
 };
 use crate::{
     record::{
-        ConnectRecord, HealthyRecord, Record, ReplyLostRecord, ServiceRecord, StaleNatRecord,
-        StatsRecord,
+        ConnectRecord, HealthyRecord, Record, ReplyLostRecord, ServiceRecord, StaleDatapathRecord,
+        StaleNatRecord, StatsRecord,
     },
     verdict::{ReplyOutcome, VerdictKind},
 };
@@ -71,7 +71,12 @@ pub struct Model {
     stale_nat: BTreeMap<(SocketAddr, SocketAddr), StaleNatRecord>,
     /// Server sockets whose replies were lost (`reply_lost`), the latest record of each, by flow.
     replies_lost: BTreeMap<String, ReplyLostRecord>,
+    /// The node's Service rules that no EndpointSlice backs (`stale_datapath`), until reported gone.
+    stale_datapath: BTreeMap<DatapathKey, StaleDatapathRecord>,
 }
+
+/// One datapath entry: where it lives, what it translates.
+type DatapathKey = (String, String, SocketAddr, SocketAddr);
 
 impl Model {
     pub fn new(started: Option<SystemTime>) -> Model {
@@ -91,6 +96,7 @@ impl Model {
             conntrack_services: BTreeMap::new(),
             stale_nat: BTreeMap::new(),
             replies_lost: BTreeMap::new(),
+            stale_datapath: BTreeMap::new(),
         }
     }
 
@@ -128,6 +134,20 @@ impl Model {
                 self.advance(r.time.0);
                 self.replies_lost.insert(r.flow.clone(), r);
             }
+            Record::StaleDatapath(d) => {
+                self.advance(d.time.0);
+                let key = (
+                    d.source.name().to_string(),
+                    d.location.clone(),
+                    d.service,
+                    d.backend,
+                );
+                if d.gone {
+                    self.stale_datapath.remove(&key);
+                } else {
+                    self.stale_datapath.insert(key, d);
+                }
+            }
         }
     }
 
@@ -161,6 +181,13 @@ impl Model {
             )
         });
         lost
+    }
+
+    /// The node's Service rules no EndpointSlice backs, by Service then backend.
+    pub fn stale_datapath(&self) -> Vec<&StaleDatapathRecord> {
+        let mut entries: Vec<_> = self.stale_datapath.values().collect();
+        entries.sort_by_key(|d| (d.service, d.backend, d.source, d.location.as_str()));
+        entries
     }
 
     /// Capabilities the running kernel does not give in full (empty when all are full or unknown).

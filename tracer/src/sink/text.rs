@@ -45,6 +45,26 @@ impl<W: Write> Sink for TextSink<W> {
                 "",
                 n.explanation
             ),
+            Record::StaleDatapath(d) => writeln!(
+                self.out,
+                "{:<20} {} {} {} -> {}{} {} ({})\n{:<20} {}",
+                if d.gone {
+                    "[STALE DATAPATH GONE]"
+                } else {
+                    "[STALE DATAPATH]"
+                },
+                d.source.name(),
+                d.protocol,
+                d.service,
+                d.backend,
+                d.service_name
+                    .as_ref()
+                    .map_or_else(String::new, |n| format!(" service={n}")),
+                d.location,
+                d.reason.text(),
+                "",
+                d.explanation
+            ),
             Record::Dns(d) => self.dns(d),
             Record::DnsHealthy(d) => writeln!(
                 self.out,
@@ -168,10 +188,13 @@ impl<W: Write> TextSink<W> {
         }
         // Refusals whose backend could not be named (destroy events not followed yet): not a loss
         // of records, said beside the drops so that it is not missed either.
-        let unnamed = match s.conntrack.refused_before_subscription {
+        let mut unnamed = match s.conntrack.refused_before_subscription {
             0 => String::new(),
             n => format!(" refused_before_subscription={n}"),
         };
+        if let Some(d) = &s.datapath {
+            unnamed = format!("{unnamed} stale_datapath={}", d.stale_entries);
+        }
         writeln!(
             self.out,
             "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}{unnamed}",
@@ -266,6 +289,26 @@ mod tests {
         assert!(
             lines[1].ends_with(" refused_before_subscription=2"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_stale_datapath_entry_is_one_line_and_its_sentence() {
+        let line = r#"{"schema":1,"kind":"stale_datapath","time":"2026-11-30T16:40:10.000Z","service":"10.96.0.10:80","protocol":"tcp","service_name":"app/web","backend":"10.244.1.30:8080","source":"nftables","location":"endpoint-X-app/web/tcp/http__10.244.1.30/8080","reason":"its pod is gone","gone":true,"explanation":"gone."}"#;
+        let record = serde_json::from_str::<crate::record::Line>(line)
+            .expect("parses")
+            .record;
+        let mut sink = TextSink::new(Vec::new());
+        sink.write(&record).expect("write");
+        let text = String::from_utf8(sink.out).expect("utf8");
+        let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+        assert_eq!(
+            lines,
+            [
+                "[STALE DATAPATH GONE] nftables tcp 10.96.0.10:80 -> 10.244.1.30:8080 service=app/web \
+                 endpoint-X-app/web/tcp/http__10.244.1.30/8080 (its pod is gone)",
+                "gone.",
+            ]
         );
     }
 

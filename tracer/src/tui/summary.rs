@@ -6,6 +6,7 @@ use std::{cmp::Reverse, fmt::Write as _};
 use super::{advice::next_check, state::State, view::short_duration};
 use crate::{
     incidents::{row::Row, tally::Tally},
+    record::SourceState,
     verdict::VerdictKind,
 };
 
@@ -40,6 +41,9 @@ pub fn render(state: &State) -> String {
             }
         }
         None => out.push_str("no stats record: drops unknown\n"),
+    }
+    if let Some(d) = model.stats().and_then(|s| s.datapath.as_ref()) {
+        let _ = writeln!(out, "{}", datapath_text(d));
     }
     out.push('\n');
 
@@ -100,6 +104,7 @@ pub fn render(state: &State) -> String {
     }
 
     out.push_str(&replies_lost_text(model));
+    push_stale_datapath(&mut out, state);
 
     out.push_str("\nServices (flows by verdict; failing = not answered):\n");
     for s in model.services() {
@@ -133,6 +138,57 @@ fn replies_lost_text(model: &crate::incidents::Model) -> String {
         }
     }
     out
+}
+
+/// The node's Service rules that no EndpointSlice backs, each with its sentence.
+fn push_stale_datapath(out: &mut String, state: &State) {
+    let entries = state.shown().stale_datapath();
+    if entries.is_empty() {
+        return;
+    }
+    out.push_str("\nStale datapath (the node's Service rules that no EndpointSlice backs):\n");
+    for d in entries {
+        let _ = writeln!(
+            out,
+            "  {} {} -> {}  {} {}: {}\n      {}",
+            d.protocol,
+            d.service,
+            d.backend,
+            d.source.name(),
+            d.location,
+            d.reason.text(),
+            d.explanation
+        );
+    }
+}
+
+/// `datapath audit (against file): 1 stale entry; iptables read 42 (1 stale), ipvs absent (...)`.
+fn datapath_text(d: &crate::record::DatapathStats) -> String {
+    if d.cluster_state == "none" {
+        return "datapath audit: not judged (no cluster state)".into();
+    }
+    let sources: Vec<String> = d
+        .sources
+        .iter()
+        .map(|(name, state)| match state {
+            SourceState::Read { entries, stale } => {
+                format!("{name} read {entries} ({stale} stale)")
+            }
+            SourceState::Absent { reason } => format!("{name} absent ({reason})"),
+            SourceState::Failed { reason } => format!("{name} failed ({reason})"),
+        })
+        .collect();
+    format!(
+        "datapath audit (against {}): {} stale {}; {}",
+        d.cluster_state,
+        d.stale_entries,
+        if d.stale_entries == 1 {
+            "entry"
+        } else {
+            "entries"
+        },
+        sources.join(", ")
+    )
 }
 
 /// ` (ring buffer full 1200, expired flows 2): some flows are missing`, or nothing.

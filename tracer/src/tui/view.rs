@@ -498,7 +498,10 @@ impl Widget for ServicesView<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let services = self.0.services();
         if services.is_empty() {
-            Paragraph::new("No destination seen yet.").render(area, buf);
+            // The node's own view (conntrack, stale rules) can come before any connect does.
+            let mut lines = vec![Line::raw("No destination seen yet."), Line::raw("")];
+            lines.extend(conntrack_lines(self.0));
+            Paragraph::new(lines).render(area, buf);
             return;
         }
         let header = TableRow::new([
@@ -557,7 +560,8 @@ impl Widget for ServicesView<'_> {
 }
 
 /// What the node's conntrack says, under the table: each Service's line, then the NAT entries
-/// stuck in `SYN_SENT [UNREPLIED]` (the SYN was forwarded, nothing came back).
+/// stuck in `SYN_SENT [UNREPLIED]` (the SYN was forwarded, nothing came back), then the node's
+/// Service rules no EndpointSlice backs (`stale_datapath`).
 fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let services = model.conntrack_services();
@@ -616,6 +620,31 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
                     r.unacked_bytes
                 ),
                 look,
+            ));
+        }
+    }
+    let stale = model.stale_datapath();
+    if !stale.is_empty() {
+        lines.push(
+            Line::from(" STALE DATAPATH: the node's Service rules, not backed by EndpointSlices")
+                .bold()
+                .underlined(),
+        );
+        for d in stale {
+            let name = d
+                .service_name
+                .as_ref()
+                .map_or_else(String::new, |n| format!(" ({n})"));
+            lines.push(Line::styled(
+                format!(
+                    " {} -> {}{name} {} {}: {}",
+                    d.service,
+                    d.backend,
+                    d.source.name(),
+                    d.location,
+                    d.reason.text()
+                ),
+                verdict_style(VerdictKind::Unanswered),
             ));
         }
     }
