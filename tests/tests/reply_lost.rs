@@ -53,17 +53,39 @@ fn replies_lost(tracer: &Tracer) -> Vec<&Value> {
         .collect()
 }
 
+/// Cluster state in which the ingress node (the SNAT address) is a node that is not Ready.
+fn ingress_node_not_ready(bed: &ReturnPathBed) -> std::path::PathBuf {
+    let snapshot = serde_json::json!({
+        "apiVersion": "v1", "kind": "List",
+        "items": [{
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-ingress"},
+            "status": {"addresses": [{"type": "InternalIP", "address": bed.snat_ip.to_string()}],
+                       "conditions": [{"type": "Ready", "status": "Unknown"}]}
+        }]
+    });
+    let path = std::env::temp_dir().join(format!(
+        "tracer-test-{}-{}-nodes.json",
+        std::process::id(),
+        bed.pod.name()
+    ));
+    std::fs::write(&path, snapshot.to_string()).expect("write the cluster state");
+    path
+}
+
 #[test]
 fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_client() {
     let bed = ReturnPathBed::new("rpl");
     // The server's kernel gives up after a few retransmits (seconds, not the default 15 minutes).
     bed.pod
         .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_retries2=3"]);
+    let cluster_state = ingress_node_not_ready(&bed);
     let mut tracer = Tracer::start(&[
         "--netns",
         bed.pod.name(),
         "--conntrack-netns",
         bed.ingress.name(),
+        "--cluster-state",
+        cluster_state.to_str().expect("utf-8 path"),
     ]);
     let served = server(&bed, 2);
 
@@ -127,6 +149,14 @@ fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_cl
         std::process::id(),
         "the test's server holds the socket: {end}"
     );
+    assert_eq!(end["cluster_verdict"], "peer node is NotReady", "{end}");
+    assert!(
+        end["cluster_explanation"]
+            .as_str()
+            .is_some_and(|e| e.contains("node-ingress")),
+        "{end}"
+    );
+    assert_eq!(end["dst_node"], "node-ingress", "{end}");
     let explanation = end["explanation"].as_str().expect("explanation");
     assert!(
         explanation.contains("never acknowledged")

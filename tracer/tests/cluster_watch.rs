@@ -209,3 +209,46 @@ async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+fn node(name: &str, ip: &str, ready: bool, rv: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": rv},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}],
+                   "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+    })
+}
+
+/// Incident 002: replies that go to a node's SNAT address are named against that node: `NotReady`
+/// while it is listed so, gone once the watch saw it deleted.
+#[test]
+fn replies_to_a_node_deleted_or_not_ready_get_its_verdict() {
+    use tracer::identity::verdicts::{PEER_NODE_IS_GONE, PEER_NODE_IS_NOT_READY, for_reply_peer};
+    let fx = ApiFixture::start();
+    let nodes = "/api/v1/nodes";
+    fx.list(
+        nodes,
+        "100",
+        vec![
+            node("node-a", "10.0.1.5", true, "90"),
+            node("node-b", "10.0.1.6", false, "91"),
+        ],
+    );
+    fx.watch(
+        nodes,
+        vec![json!({"type": "DELETED", "object": node("node-a", "10.0.1.5", true, "110")})],
+        true,
+    );
+    let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
+    let view = wait_for(&live, "node-a deleted", |v| {
+        v.state.nodes().iter().all(|n| n.name != "node-a") && !v.state.nodes().is_empty()
+    });
+    let peer = |ip: &str| format!("{ip}:37980").parse().expect("address");
+    let gone = for_reply_peer(&view.state, peer("10.0.1.5")).expect("a verdict");
+    assert_eq!(gone.name, PEER_NODE_IS_GONE);
+    assert!(gone.explanation.contains("node-a"), "{}", gone.explanation);
+    let down = for_reply_peer(&view.state, peer("10.0.1.6")).expect("a verdict");
+    assert_eq!(down.name, PEER_NODE_IS_NOT_READY);
+    assert_eq!(for_reply_peer(&view.state, peer("203.0.113.9")), None);
+    fx.stop();
+}

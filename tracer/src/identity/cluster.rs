@@ -335,6 +335,8 @@ pub struct Node {
     pub external_ips: Vec<IpAddr>,
     /// `spec.podCIDRs` (or `spec.podCIDR`), as written.
     pub pod_cidrs: Vec<String>,
+    /// Its `Ready` condition is there and not `True`.
+    pub not_ready: bool,
 }
 
 impl Node {
@@ -429,6 +431,9 @@ pub struct ClusterState {
     node_by_ip: HashMap<IpAddr, usize>,
     /// ip -> (slice index, endpoint index)
     endpoints_by_ip: HashMap<IpAddr, Vec<(usize, usize)>>,
+    /// Nodes the live watch saw deleted since the tracer started, newest last: their addresses
+    /// may still be where some connection's state lived.
+    departed_nodes: Vec<Node>,
 }
 
 impl ClusterState {
@@ -607,6 +612,21 @@ impl ClusterState {
     }
 
     /// The node with this InternalIP or ExternalIP.
+    /// A node deleted since the tracer started (live watch only) that had `ip`.
+    pub fn departed_node_by_ip(&self, ip: IpAddr) -> Option<&Node> {
+        self.departed_nodes
+            .iter()
+            .rev()
+            .find(|n| n.internal_ips.contains(&ip) || n.external_ips.contains(&ip))
+    }
+
+    /// The same state, knowing these nodes were deleted.
+    #[must_use]
+    pub fn with_departed_nodes(mut self, departed: Vec<Node>) -> ClusterState {
+        self.departed_nodes = departed;
+        self
+    }
+
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<&Node> {
         self.node_by_ip.get(&ip).map(|&i| &self.nodes[i])
     }
@@ -1131,7 +1151,9 @@ mod convert {
             let mut meta = node.metadata;
             let (name, _) = name(&mut meta)?;
             let spec = node.spec.unwrap_or_default();
-            let addresses = node.status.and_then(|s| s.addresses).unwrap_or_default();
+            let status = node.status.unwrap_or_default();
+            let status_conditions = status.conditions.unwrap_or_default();
+            let addresses = status.addresses.unwrap_or_default();
             let of_type = |t: &str| {
                 parse_ips(
                     addresses
@@ -1147,11 +1169,15 @@ mod convert {
             {
                 pod_cidrs.push(c);
             }
+            let not_ready = status_conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status != "True");
             Ok(Node {
                 name,
                 internal_ips: of_type("InternalIP"),
                 external_ips: of_type("ExternalIP"),
                 pod_cidrs,
+                not_ready,
             })
         }
     }

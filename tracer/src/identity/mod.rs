@@ -98,6 +98,10 @@ impl Identities {
         let mut id = self.source(0, Some(local.ip()), view.as_ref());
         if let Some(view) = view {
             describe_destination(&mut id, &view.state, peer);
+            if let Some(v) = verdicts::for_reply_peer(&view.state, peer) {
+                id.cluster_verdict = Some(v.name.into());
+                id.cluster_explanation = Some(v.explanation);
+            }
         }
         id
     }

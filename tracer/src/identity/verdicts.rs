@@ -10,6 +10,9 @@
 //! - `DNS server is no live pod`: DNS queries nobody answers, sent to an address no current pod has
 //!   (incident 004: nginx's resolver socket glued to a deleted CoreDNS pod), for unanswered and
 //!   refused DNS records.
+//! - `peer node is gone` / `peer node is NotReady`: a server's replies go to a node's address (the
+//!   node that SNAT'd the client) and that node was deleted or is not Ready (incident 002: the SNAT
+//!   state of a terminated node), for `reply_lost` records.
 use std::{fmt::Write as _, net::SocketAddr};
 
 use super::cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service};
@@ -18,6 +21,8 @@ use crate::verdict::{RefusedBy, Verdict};
 pub const BACKEND_IS_NO_LIVE_POD: &str = "backend is no live pod";
 pub const ENDPOINT_DOES_NOT_LISTEN: &str = "endpoint does not listen";
 pub const DNS_SERVER_IS_NO_LIVE_POD: &str = "DNS server is no live pod";
+pub const PEER_NODE_IS_GONE: &str = "peer node is gone";
+pub const PEER_NODE_IS_NOT_READY: &str = "peer node is NotReady";
 
 /// A verdict from cluster state, attached to a connect (or DNS) record next to the kernel's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,6 +253,34 @@ pub fn endpoint_does_not_listen(
 /// DNS queries to `server` went unanswered, and no current pod has its address while an
 /// EndpointSlice lists it or it sits in a node's pod range (a DNS pod that was deleted).
 /// Names the DNS pods that do exist now.
+/// A server's unacknowledged replies go to `peer`: a verdict when that is the address of a node
+/// that was deleted (seen by the live watch) or is not Ready.
+pub fn for_reply_peer(state: &ClusterState, peer: SocketAddr) -> Option<ClusterVerdict> {
+    let ip = peer.ip();
+    if let Some(node) = state.node_by_ip(ip) {
+        return node.not_ready.then(|| ClusterVerdict {
+            name: PEER_NODE_IS_NOT_READY,
+            explanation: format!(
+                "The replies go to {ip}, node {}'s address, and node {} is not Ready: the \
+                 connection's NAT state lives on that node, so the replies go nowhere while it is \
+                 down.",
+                node.name, node.name
+            ),
+        });
+    }
+    let node = state.departed_node_by_ip(ip)?;
+    Some(ClusterVerdict {
+        name: PEER_NODE_IS_GONE,
+        explanation: format!(
+            "The replies go to {ip}, the address of node {}, which is gone: the connection's NAT \
+             state went with it, so the client never gets them. Keep nodes that forward \
+             external traffic until their connections drain (externalTrafficPolicy: Local avoids \
+             the extra node).",
+            node.name
+        ),
+    })
+}
+
 pub fn dns_server_is_no_live_pod(
     state: &ClusterState,
     server: SocketAddr,

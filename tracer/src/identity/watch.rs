@@ -76,12 +76,17 @@ struct Health {
 struct Inner {
     state: Arc<ClusterState>,
     stores: [HashMap<String, Item>; 4],
+    /// Nodes deleted since the start, newest last (at most `DEPARTED_NODES_KEPT`).
+    departed: Vec<super::cluster::Node>,
     dirty: bool,
     health: [Health; 4],
     started: Instant,
 }
 
 type Shared = Arc<Mutex<Inner>>;
+
+/// Deleted nodes remembered: their addresses may still be where a connection's NAT state was.
+const DEPARTED_NODES_KEPT: usize = 256;
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
     // A panic on the watch thread must not take identities down with it: use what is there.
@@ -104,6 +109,7 @@ impl LiveCluster {
         let shared: Shared = Arc::new(Mutex::new(Inner {
             state: Arc::new(ClusterState::default()),
             stores: Default::default(),
+            departed: Vec::new(),
             dirty: false,
             health: Default::default(),
             started: Instant::now(),
@@ -220,7 +226,8 @@ fn publish_if_dirty(shared: &Shared) {
         .iter()
         .flat_map(|s| s.values().cloned())
         .collect();
-    inner.state = Arc::new(ClusterState::from_items(items));
+    inner.state =
+        Arc::new(ClusterState::from_items(items).with_departed_nodes(inner.departed.clone()));
     for (kind, health) in inner.health.iter_mut().enumerate() {
         if std::mem::take(&mut health.list_pending) {
             health.listed = true;
@@ -368,7 +375,12 @@ where
                     Ok(WatchEvent::Deleted(obj)) => {
                         resource_version = obj.resource_version().unwrap_or(resource_version);
                         let mut inner = lock(shared);
-                        inner.stores[kind].remove(&key_of(&obj));
+                        if let Some(Item::Node(node)) = inner.stores[kind].remove(&key_of(&obj)) {
+                            if inner.departed.len() == DEPARTED_NODES_KEPT {
+                                inner.departed.remove(0);
+                            }
+                            inner.departed.push(node);
+                        }
                         inner.dirty = true;
                     }
                     Ok(WatchEvent::Bookmark(mark)) => {
