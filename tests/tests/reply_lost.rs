@@ -45,6 +45,28 @@ fn client_connect(bed: &ReturnPathBed) -> TcpStream {
         .expect("the client connects through the ingress node")
 }
 
+/// The record names the server, the ingress node's SNAT address its replies went to, and the real
+/// client from that node's conntrack.
+fn assert_ends_named(end: &Value, bed: &ReturnPathBed) {
+    let ip_of = |field: &str| {
+        end[field]
+            .as_str()
+            .and_then(|a| a.parse::<SocketAddr>().ok())
+            .map(|a| a.ip().to_string())
+    };
+    assert_eq!(end["local"], bed.pod_addr.to_string(), "{end}");
+    assert_eq!(
+        ip_of("peer"),
+        Some(bed.snat_ip.to_string()),
+        "the replies went to the ingress node's SNAT address: {end}"
+    );
+    assert_eq!(
+        ip_of("client"),
+        Some(bed.client_ip.to_string()),
+        "the ingress node's conntrack names the real client: {end}"
+    );
+}
+
 fn replies_lost(tracer: &Tracer) -> Vec<&Value> {
     tracer
         .seen
@@ -119,25 +141,8 @@ fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_cl
     let end = tracer.expect("the replies lost", Duration::from_secs(5), |v| {
         v["kind"] == "reply_lost" && v["final"] == true
     });
-    let pod = bed.pod_addr.to_string();
     assert_eq!(end["outcome"], "timed_out", "{end}");
-    assert_eq!(end["local"], pod, "{end}");
-    assert_eq!(
-        end["peer"]
-            .as_str()
-            .and_then(|p| p.rsplit_once(':'))
-            .map(|p| p.0),
-        Some(bed.snat_ip.to_string().as_str()),
-        "the replies went to the ingress node's SNAT address: {end}"
-    );
-    assert_eq!(
-        end["client"]
-            .as_str()
-            .and_then(|p| p.rsplit_once(':'))
-            .map(|p| p.0),
-        Some(bed.client_ip.to_string().as_str()),
-        "the ingress node's conntrack names the real client: {end}"
-    );
+    assert_ends_named(&end, &bed);
     assert_eq!(end["client_dialed"], bed.node_port.to_string(), "{end}");
     assert!(
         end["retransmits"].as_u64().expect("retransmits") >= 3,
@@ -220,23 +225,7 @@ fn syn_acks_cut_on_the_ingress_node_are_a_handshake_that_never_completed() {
     assert_eq!(end["handshake"], true, "{end}");
     assert_eq!(end["outcome"], "no_final_ack", "{end}");
     assert_eq!(end["flow"], live["flow"], "{end}");
-    assert_eq!(end["local"], bed.pod_addr.to_string(), "{end}");
-    assert_eq!(
-        end["peer"]
-            .as_str()
-            .and_then(|p| p.rsplit_once(':'))
-            .map(|p| p.0),
-        Some(bed.snat_ip.to_string().as_str()),
-        "{end}"
-    );
-    assert_eq!(
-        end["client"]
-            .as_str()
-            .and_then(|p| p.rsplit_once(':'))
-            .map(|p| p.0),
-        Some(bed.client_ip.to_string().as_str()),
-        "{end}"
-    );
+    assert_ends_named(&end, &bed);
     assert_eq!(
         end["pid"],
         std::process::id(),

@@ -74,25 +74,7 @@ pub fn retransmitted(sk: u64, state: u8) {
     if only != 0 && netns_inode != only {
         return;
     }
-    let addrs = sock_fields::addrs(sk);
-    let loss = ReplyLoss {
-        sock: key,
-        first_ns: now,
-        last_ns: now,
-        netns_inode,
-        socket_inode: sock_fields::socket_inode(sk),
-        saddr: addrs.saddr,
-        daddr: addrs.daddr,
-        family: addrs.family,
-        sport: addrs.sport,
-        dport: addrs.dport,
-        state,
-        _pad: 0,
-        retransmits: 1,
-        unacked: 0,
-        error: 0,
-        _pad2: 0,
-    };
+    let loss = first_retransmit(key, now, netns_inode, sk, sock_fields::addrs(sk), state);
     add(&REPLY_LOSSES_OPEN, 1);
     if REPLY_LOSSES.insert(&key, &loss, 0).is_err() {
         add(&REPLY_LOSSES_OPEN, -1);
@@ -107,15 +89,7 @@ pub fn synack_retransmitted(listener: u64, request: u64) {
     if only != 0 && netns_inode != only {
         return;
     }
-    let key = HandshakeKey {
-        netns_inode,
-        saddr: addrs.saddr,
-        daddr: addrs.daddr,
-        sport: addrs.sport,
-        dport: addrs.dport,
-        family: addrs.family,
-        _pad: 0,
-    };
+    let key = handshake_key(netns_inode, &addrs);
     let now = now_ns();
     if let Some(loss) = HANDSHAKES.get_ptr_mut(&key) {
         // SAFETY: a map value pointer, valid for the program's run.
@@ -127,24 +101,14 @@ pub fn synack_retransmitted(listener: u64, request: u64) {
         }
         return;
     }
-    let loss = ReplyLoss {
-        sock: sock_fields::as_number(request),
-        first_ns: now,
-        last_ns: now,
+    let loss = first_retransmit(
+        sock_fields::as_number(request),
+        now,
         netns_inode,
-        socket_inode: sock_fields::socket_inode(listener),
-        saddr: addrs.saddr,
-        daddr: addrs.daddr,
-        family: addrs.family,
-        sport: addrs.sport,
-        dport: addrs.dport,
-        state: STATE_SYN_RECV,
-        _pad: 0,
-        retransmits: 1,
-        unacked: 0,
-        error: 0,
-        _pad2: 0,
-    };
+        listener,
+        addrs,
+        STATE_SYN_RECV,
+    );
     add(&HANDSHAKES_OPEN, 1);
     if HANDSHAKES.insert(&key, &loss, 0).is_err() {
         add(&HANDSHAKES_OPEN, -1);
@@ -153,23 +117,10 @@ pub fn synack_retransmitted(listener: u64, request: u64) {
 
 /// The final ACK came: the child socket `child` of a handshake is established.
 pub fn handshake_completed(child: u64) {
-    // SAFETY: an aligned array value; a torn read of a u64 cannot happen.
-    let open = HANDSHAKES_OPEN
-        .get_ptr(0)
-        .map_or(1, |n| unsafe { core::ptr::read_volatile(n) });
-    if open == 0 {
+    if held(&HANDSHAKES_OPEN) == 0 {
         return;
     }
-    let addrs = sock_fields::addrs(child);
-    let key = HandshakeKey {
-        netns_inode: sock_fields::netns_inode(child),
-        saddr: addrs.saddr,
-        daddr: addrs.daddr,
-        sport: addrs.sport,
-        dport: addrs.dport,
-        family: addrs.family,
-        _pad: 0,
-    };
+    let key = handshake_key(sock_fields::netns_inode(child), &sock_fields::addrs(child));
     if HANDSHAKES.remove(&key).is_ok() {
         add(&HANDSHAKES_OPEN, -1);
     }
@@ -178,7 +129,7 @@ pub fn handshake_completed(child: u64) {
 /// An error reported on a socket that is not a connect attempt: kept on its entry, if it has one
 /// (the application's read of the error clears `sk_err` before the socket is freed).
 pub fn error_reported(sk: u64, error: i32) {
-    if error == 0 || open_entries() == 0 {
+    if error == 0 || held(&REPLY_LOSSES_OPEN) == 0 {
         return;
     }
     if let Some(loss) = REPLY_LOSSES.get_ptr_mut(&sock_fields::as_number(sk)) {
@@ -191,7 +142,7 @@ pub fn error_reported(sk: u64, error: i32) {
 /// up on the replies) is kept on the entry, if any. Before 5.11 (no `inet_sk_error_report`) this is
 /// where a time-out is seen.
 pub fn closing(sk: u64) {
-    if open_entries() == 0 {
+    if held(&REPLY_LOSSES_OPEN) == 0 {
         return;
     }
     if let Some(loss) = REPLY_LOSSES.get_ptr_mut(&sock_fields::as_number(sk)) {
@@ -205,16 +156,17 @@ pub fn closing(sk: u64) {
     }
 }
 
-fn open_entries() -> u64 {
+/// The count a one-word gate holds (1 if it cannot be read: then the table is looked at).
+fn held(counter: &Array<u64>) -> u64 {
     // SAFETY: an aligned array value; a torn read of a u64 cannot happen.
-    REPLY_LOSSES_OPEN
+    counter
         .get_ptr(0)
         .map_or(1, |n| unsafe { core::ptr::read_volatile(n) })
 }
 
 /// The socket is freed: its entry, if any, ends.
 pub fn destroyed(sk: u64) {
-    if open_entries() == 0 {
+    if held(&REPLY_LOSSES_OPEN) == 0 {
         return;
     }
     let key = sock_fields::as_number(sk);
@@ -237,6 +189,48 @@ pub fn destroyed(sk: u64) {
     }
     if REPLY_LOSSES.remove(&key).is_ok() {
         add(&REPLY_LOSSES_OPEN, -1);
+    }
+}
+
+/// The entry of a socket (or request) at its first retransmit; the process is found from
+/// `holder`'s inode (the socket itself, or the listener of a request).
+fn first_retransmit(
+    sock: u64,
+    now: u64,
+    netns_inode: u64,
+    holder: u64,
+    addrs: sock_fields::Addrs,
+    state: u8,
+) -> ReplyLoss {
+    ReplyLoss {
+        sock,
+        first_ns: now,
+        last_ns: now,
+        netns_inode,
+        socket_inode: sock_fields::socket_inode(holder),
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        family: addrs.family,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        state,
+        _pad: 0,
+        retransmits: 1,
+        unacked: 0,
+        error: 0,
+        _pad2: 0,
+    }
+}
+
+fn handshake_key(netns_inode: u64, addrs: &sock_fields::Addrs) -> HandshakeKey {
+    HandshakeKey {
+        netns_inode,
+        saddr: addrs.saddr,
+        daddr: addrs.daddr,
+        sport: addrs.sport,
+        dport: addrs.dport,
+        family: addrs.family,
+        _pad: 0,
     }
 }
 

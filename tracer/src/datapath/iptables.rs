@@ -230,15 +230,7 @@ mod tests {
     fn a_service_address_maps_to_each_dnat_target_in_its_sep_chain() {
         let mut found = entries(SAVE);
         found.sort_by(|a, b| a.location.cmp(&b.location));
-        let shown: Vec<String> = found
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} -> {} {} {:?}",
-                    e.proto, e.service, e.backend, e.location, e.name_hint
-                )
-            })
-            .collect();
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,
             [

@@ -73,6 +73,18 @@ pub struct Entry {
     pub name_hint: Option<String>,
 }
 
+impl std::fmt::Display for Entry {
+    /// `TCP 10.96.0.10:80 -> 10.244.1.30:8080 KUBE-SEP-... Some("app/web")`: one line per entry,
+    /// for tests and debugging.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} -> {} {} {:?}",
+            self.proto, self.service, self.backend, self.location, self.name_hint
+        )
+    }
+}
+
 /// A protocol as the datapath spells it (`tcp`, `TCP`, `6`).
 pub fn parse_proto(s: &str) -> Option<Proto> {
     match s.to_ascii_lowercase().as_str() {

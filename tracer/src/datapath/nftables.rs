@@ -220,15 +220,7 @@ mod tests {
     fn each_service_ips_element_maps_to_the_dnat_of_its_endpoint_chains() {
         let mut found = entries(LISTING).expect("parses");
         found.sort_by_key(|e| e.backend);
-        let shown: Vec<String> = found
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} -> {} {} {:?}",
-                    e.proto, e.service, e.backend, e.location, e.name_hint
-                )
-            })
-            .collect();
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,
             [
