@@ -199,8 +199,9 @@ fn attach_connect_hooks(
         capabilities.degraded(
             capabilities::DIALLED_BEFORE_SOCKET_LB,
             "no BPF_F_PREORDER (Linux 6.15+): a socket-level load balancer attached below the root \
-             cgroup rewrites a Service address before the tracer's connect() hook sees it, so its \
-             connects name the backend, not the Service",
+             cgroup rewrites a Service address before the tracer's connect() hook sees it: on a \
+             Cilium node its maps name the Service (stats.socket_lb), other socket LBs' connects \
+             name the backend, not the Service",
         );
     } else {
         capabilities.full(capabilities::DIALLED_BEFORE_SOCKET_LB);
