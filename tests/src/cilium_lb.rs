@@ -1,5 +1,5 @@
-//! A miniature of Cilium's socket LB with its maps: a `cgroup/connect4` program (see `socket_lb.rs`)
-//! that rewrites `connect(VIP:port)` into `connect(backend:port)` and, as Cilium's
+//! A miniature of Cilium's socket LB with its maps: a `cgroup/connect4` program (see
+//! `socket_lb.rs`) that rewrites `connect(VIP:port)` into `connect(backend:port)` and, as Cilium's
 //! `__sock4_xlate_fwd` does (Cilium `bpf/bpf_sock.c`, `sock4_update_revnat`), records the socket in
 //! a reverse socket NAT map keyed by {socket cookie, backend address, backend port}. The Service's
 //! reverse NAT, services and backends entries are written from here, as Cilium's agent writes them.

@@ -7,10 +7,11 @@
 //! These layouts are the same from Cilium 1.14 to 1.18 for every field read. Checked in several
 //! stored versions of Cilium's `bpf/lib/lb.h`, `bpf/lib/common.h` and `bpf/bpf_sock.c`, from the
 //! 2019 introduction of the reverse socket NAT map to a recent main branch (versions told apart by
-//! their fields, not by release tags): `lb4_backend` grew `cluster_id` and `zone` inside its last 4 bytes
-//! (`cilium_lb4_backends_v3`; the 8-byte `_v2` predates 1.13 and is not read), `lb4_service` named
-//! its last 2 bytes `qcount`, `lb4_key.proto` became meaningful (1.17, protocol differentiation):
-//! none moves a field we read. A map whose sizes differ is not read (see `mod.rs`).
+//! their fields, not by release tags): `lb4_backend` grew `cluster_id` and `zone` inside its last 4
+//! bytes (`cilium_lb4_backends_v3`; the 8-byte `_v2` predates 1.13 and is not read), `lb4_service`
+//! named its last 2 bytes `qcount`, `lb4_key.proto` became meaningful (1.17, protocol
+//! differentiation): none moves a field we read. A map whose sizes differ is not read (see
+//! `mod.rs`).
 //!
 //! Addresses and ports are in network order, as Cilium stores them: kept as bytes here. The reverse
 //! NAT index is stored in network order too (Cilium's agent writes it so) and only compared or used

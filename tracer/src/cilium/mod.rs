@@ -5,13 +5,15 @@
 //! rewrote (to answer `recvmsg()` and `getpeername()` with the Service): the reverse socket NAT map
 //! `cilium_lb{4,6}_reverse_sk`, keyed by {socket cookie, backend address, backend port}, holds the
 //! Service address and port the application dialled and its reverse NAT index. An entry exists only
-//! for a socket Cilium translated, so a hit names the Service for certain; the services and backends
-//! maps then tell whether that backend is still one of the Service's (`backend_gone` counts those
-//! that are not: a socket glued to a backend Cilium has since removed, the nginx resolver case).
+//! for a socket Cilium translated, so a hit names the Service for certain; the services and
+//! backends maps then tell whether that backend is still one of the Service's (`backend_gone`
+//! counts those that are not: a socket glued to a backend Cilium has since removed, the nginx
+//! resolver case).
 //!
 //! Cilium deletes a socket's entry when the socket is released (`cil_sock_release`), so a socket is
-//! looked up while it lives: a connect at its first SYN retransmit, a DNS query when it is reported.
-//! Names found are kept by cookie until the flow could end (`OPEN_FLOW_TTL`), for its final record.
+//! looked up while it lives: a connect at its first SYN retransmit, a DNS query when it is
+//! reported. Names found are kept by cookie until the flow could end (`OPEN_FLOW_TTL`), for its
+//! final record.
 //!
 //! Layouts (`maps.rs`) are those of Cilium 1.14 to 1.18; a map whose key or value size differs is
 //! not read, and `stats.socket_lb.cilium.unreadable` says which and why. Nothing here can fail the
