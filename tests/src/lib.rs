@@ -7,9 +7,11 @@
 //! - `kernel_facts`: the running kernel's release and tracepoints, read without the tracer.
 //! - `kernel_maps`: what a running tracer holds in its kernel maps (through `bpftool`).
 //! - `socket_lb`: a miniature socket-level load balancer (a raw connect4 program) for one cgroup.
+//! - `cilium_lb`: the same, filling maps with Cilium's pinned names and layouts as Cilium's does.
 //! - `tracer`: runs the real `tracer` binary (`TRACER_BIN`, set by `cargo xtask test`) and reads the
 //!   JSON records it emits.
 pub mod api_fixture;
+pub mod cilium_lb;
 pub mod kernel_facts;
 pub mod kernel_maps;
 pub mod socket_lb;

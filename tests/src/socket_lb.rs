@@ -19,7 +19,7 @@ const BPF_CGROUP_INET4_CONNECT: u32 = 10;
 const BPF_F_ALLOW_MULTI: u32 = 2;
 
 /// One eBPF instruction: opcode, dst/src registers, offset, immediate.
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+pub(crate) fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     let mut b = [0u8; 8];
     b[0] = code;
     b[1] = (src << 4) | dst;
@@ -30,11 +30,11 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
 
 /// `struct bpf_sock_addr` keeps addresses and ports in network byte order; loaded as little-endian
 /// 32-bit words, these are the values the program compares and stores.
-fn ip_word(addr: &SocketAddrV4) -> i32 {
+pub(crate) fn ip_word(addr: &SocketAddrV4) -> i32 {
     i32::from_le_bytes(addr.ip().octets())
 }
 
-fn port_word(addr: &SocketAddrV4) -> i32 {
+pub(crate) fn port_word(addr: &SocketAddrV4) -> i32 {
     i32::from(u16::from_le_bytes(addr.port().to_be_bytes()))
 }
 
@@ -67,6 +67,12 @@ impl SocketLb {
             insn(0x95, 0, 0, 0, 0),                   // exit
         ]
         .concat();
+        SocketLb::with_program(name, cgroup_root, &program)
+    }
+
+    /// Loads `program` (raw instructions of a `cgroup/connect4` program) and attaches it to a new
+    /// cgroup under the v2 root.
+    pub fn with_program(name: &str, cgroup_root: &str, program: &[u8]) -> SocketLb {
         let license = b"GPL\0";
         let mut attr = [0u8; 128];
         attr[0..4].copy_from_slice(&BPF_PROG_TYPE_CGROUP_SOCK_ADDR.to_ne_bytes());
@@ -76,11 +82,21 @@ impl SocketLb {
         attr[68..72].copy_from_slice(&BPF_CGROUP_INET4_CONNECT.to_ne_bytes());
         // SAFETY: bpf(2) reads `attr` and the program and license it points to, all alive here.
         let fd = unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_LOAD, attr.as_ptr(), attr.len()) };
-        assert!(
-            fd >= 0,
-            "loading the test socket-LB program: {}",
-            std::io::Error::last_os_error()
-        );
+        if fd < 0 {
+            let error = std::io::Error::last_os_error();
+            // Again with the verifier's log, to say why.
+            let mut log = vec![0u8; 1 << 16];
+            attr[24..28].copy_from_slice(&1u32.to_ne_bytes());
+            attr[28..32].copy_from_slice(&(log.len() as u32).to_ne_bytes());
+            attr[32..40].copy_from_slice(&(log.as_mut_ptr() as u64).to_ne_bytes());
+            // SAFETY: as above; the kernel writes at most `log.len()` bytes into `log`.
+            unsafe { libc::syscall(libc::SYS_bpf, BPF_PROG_LOAD, attr.as_ptr(), attr.len()) };
+            let log = String::from_utf8_lossy(&log);
+            panic!(
+                "loading the test socket-LB program: {error}\n{}",
+                log.trim_end_matches('\0')
+            );
+        }
         // SAFETY: a new fd from the kernel, owned by nobody else.
         let prog = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
 

@@ -575,3 +575,81 @@ fn dns_unanswered_by_a_server_no_pod_has_is_dns_server_is_no_live_pod() {
     );
     let _ = std::fs::remove_file(state);
 }
+
+/// The nginx resolver case under Cilium's socket LB on a kernel without `BPF_F_PREORDER` (emulated
+/// with `--no-preorder`): a connected UDP socket to the DNS Service, rewritten to a server that is
+/// gone, before the tracer's hook ran. Cilium's reverse socket NAT map (filled by the test's
+/// rewriter as Cilium's program fills it) names the Service.
+#[test]
+fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_maps() {
+    let bed = TwoHosts::new("dnscil");
+    let vip = std::net::SocketAddrV4::new(Ipv4Addr::new(10, 96, 200, 53), 53);
+    // Nothing listens on the server: the query is refused (ICMP) or unanswered.
+    let backend = std::net::SocketAddrV4::new(bed.server_ip, 53);
+    let cgroup_root = if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-dnscil", cgroup_root, vip, backend);
+    let bpffs = lb.bpffs();
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--no-preorder",
+        "--cilium-bpffs",
+        bpffs.to_str().expect("utf-8 path"),
+        "--dns-timeout",
+        "1",
+    ]);
+    // bash's /dev/udp is a connected UDP socket, like nginx's resolver's: one A query for NAME.
+    let query =
+        r"\x42\x42\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03web\x04test\x00\x00\x01\x00\x01";
+    let script = format!(
+        "exec 3<>/dev/udp/{ip}/{port}; printf '{query}' >&3; sleep 2",
+        ip = vip.ip(),
+        port = vip.port()
+    );
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} bash -c \"$0\"",
+            procs = lb.procs_file().display(),
+            ns = bed.client.name(),
+        ))
+        .arg(&script)
+        .status()
+        .expect("run the client");
+    assert!(status.success(), "the client ran: {status}");
+    let r = tracer.expect("a dns record", Duration::from_secs(10), |v| {
+        v["kind"] == "dns" && v["name"] == NAME
+    });
+    assert!(
+        r["verdict"] == "refused" || r["verdict"] == "unanswered",
+        "{r}"
+    );
+    assert_eq!(
+        r["server"],
+        backend.to_string(),
+        "the socket knows the server: {r}"
+    );
+    assert_eq!(
+        r["service"],
+        vip.to_string(),
+        "named from Cilium's maps: {r}"
+    );
+    assert_eq!(r["backend"], backend.to_string(), "{r}");
+    assert_eq!(
+        r["dialed"],
+        vip.to_string(),
+        "what the resolver dialled: {r}"
+    );
+    let (_, seen, _) = tracer.stop();
+    let stats = seen
+        .iter()
+        .rfind(|v| v["kind"] == "stats" && v["final"] == true)
+        .expect("final stats");
+    assert_eq!(stats["socket_lb"]["path"], "cilium_maps", "{stats}");
+    assert_eq!(stats["socket_lb"]["cilium"]["named"], 1, "{stats}");
+    drop(lb);
+}

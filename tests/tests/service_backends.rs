@@ -380,6 +380,79 @@ fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend()
     drop(lb);
 }
 
+/// Cilium's socket LB on a kernel without `BPF_F_PREORDER` (emulated with `--no-preorder`): the
+/// rewrite happens before the tracer's hook, which sees only the backend; the Service is named from
+/// Cilium's reverse socket NAT map, filled by the test's rewriter as Cilium's program fills it.
+#[test]
+fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
+    let bed = tests::testbed::TwoHosts::new("cslb");
+    let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
+    let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 11), SVC_PORT);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb", cgroup_root(), vip, backend);
+    let bpffs = lb.bpffs();
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--no-preorder",
+        "--cilium-bpffs",
+        bpffs.to_str().expect("utf-8 path"),
+    ]);
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} timeout 3 bash -c 'exec 3<>/dev/tcp/{ip}/{port}'",
+            procs = lb.procs_file().display(),
+            ns = bed.client.name(),
+            ip = vip.ip(),
+            port = vip.port()
+        ))
+        .status()
+        .expect("run the client");
+    assert!(!status.success(), "nothing listens on the backend: refused");
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(r["verdict"], "refused", "{r}");
+    assert_eq!(
+        r["dst"],
+        backend.to_string(),
+        "the socket knows the backend: {r}"
+    );
+    assert_eq!(
+        r["service"],
+        vip.to_string(),
+        "named from Cilium's maps: {r}"
+    );
+    assert_eq!(r["backend"], backend.to_string(), "{r}");
+    assert_eq!(r["dialed"], vip.to_string(), "what the app dialled: {r}");
+    let (_, seen, stderr) = tracer.stop();
+    let stats = seen
+        .iter()
+        .rfind(|v| v["kind"] == "stats" && v["final"] == true)
+        .unwrap_or_else(|| panic!("a final stats record; stderr:\n{stderr}"));
+    let socket_lb = &stats["socket_lb"];
+    assert_eq!(socket_lb["path"], "cilium_maps", "{stats}");
+    assert_eq!(socket_lb["cilium"]["present"], true, "{stats}");
+    assert_eq!(socket_lb["cilium"]["named"], 1, "{stats}");
+    assert_eq!(
+        socket_lb["cilium"]["backend_gone"], 0,
+        "the backend is the Service's: {stats}"
+    );
+    assert_eq!(
+        stats["kernel"]["capabilities"]["dialled_before_socket_lb"]["state"], "degraded",
+        "{stats}"
+    );
+    drop(lb);
+}
+
+fn cgroup_root() -> &'static str {
+    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    }
+}
+
 #[test]
 fn a_service_backend_nobody_has_is_unreachable_and_named() {
     let bed = ServiceBed::new("unrb", 0);

@@ -66,6 +66,10 @@ pub struct Attempt {
     pub cgroup_id: u64,
     /// `bpf_ktime_get_ns()` when the socket left `SYN_SENT` for `CLOSE`, 0 while still open.
     pub closed_ns: u64,
+    /// The socket cookie (`SO_COOKIE`) as the socket held it on entering `SYN_SENT`; 0 if nobody
+    /// had asked for it. A socket-level load balancer that keys its state by cookie (Cilium's
+    /// `connect()` program does) has asked: userspace finds the Service in its maps by it.
+    pub cookie: u64,
     /// Thread-group id (what users call the pid) of the task that called `connect()`.
     pub pid: u32,
     /// Thread id of that task.
@@ -93,7 +97,7 @@ pub struct Attempt {
     /// application held the socket lock). `connect()` callers read it through `SO_ERROR`, then close.
     pub soft_error: i32,
 }
-const _: () = assert!(size_of::<Attempt>() == 128);
+const _: () = assert!(size_of::<Attempt>() == 136);
 
 /// A ring-buffer record about one connect attempt (`EVENT_SYN_RETRANSMIT` or `EVENT_CONNECT_END`).
 #[repr(C)]
@@ -107,7 +111,7 @@ pub struct ConnectEvent {
     pub event_ns: u64,
     pub attempt: Attempt,
 }
-const _: () = assert!(size_of::<ConnectEvent>() == 144);
+const _: () = assert!(size_of::<ConnectEvent>() == 152);
 
 /// An address and port in one network namespace: key of per-destination counters, and what the
 /// `connect()` hook remembers about a call until the socket enters `SYN_SENT`.

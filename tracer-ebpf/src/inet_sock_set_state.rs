@@ -92,6 +92,7 @@ fn on_syn_sent(sk: Sock) {
         attempt.sport = addrs.sport;
         attempt.dport = addrs.dport;
         attempt.syn_count = 1;
+        attempt.cookie = sock_fields::cookie(sk.0);
         attempt.flags &= FLAG_DIALED_KNOWN;
         attempt.soft_error = 0;
         return;
@@ -119,6 +120,7 @@ fn on_syn_sent(sk: Sock) {
         sport: addrs.sport,
         dport: addrs.dport,
         syn_count: 1,
+        cookie: sock_fields::cookie(sk.0),
         ..Attempt::default()
     };
     if attempts::open(sk, &attempt) {

@@ -8,6 +8,10 @@ use crate::{conntrack::subscription::DestroyEventsMode, filter::Cidr};
 
 /// What to follow and how: shared by `trace` and `tui`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each bool is one independent command-line switch, as clap parses it"
+)]
 pub struct PipelineArgs {
     /// Only this network namespace: a name from `ip netns list`, a path, `pid:N` or `host`.
     /// Filtered in the kernel.
@@ -79,6 +83,17 @@ pub struct PipelineArgs {
     /// /sys/fs/cgroup shows only its own cgroup.
     #[arg(long, value_name = "DIR")]
     pub cgroup_root: Option<PathBuf>,
+    /// Where Cilium pins its load-balancing maps (default /sys/fs/bpf/tc/globals): with Cilium's
+    /// socket LB and a kernel older than 6.15, its reverse socket NAT map names the Service a
+    /// connect or DNS query was sent to. Must be a directory on a bpffs when given; by default,
+    /// absent means Cilium is not here (said in `stats.socket_lb`).
+    #[arg(long, value_name = "DIR")]
+    pub cilium_bpffs: Option<PathBuf>,
+    /// Attach the `connect()` hooks without `BPF_F_PREORDER`, as on kernels before 6.15 (a socket
+    /// LB then rewrites before the tracer sees the dialled address). For tests that emulate those
+    /// kernels.
+    #[arg(long, hide = true)]
+    pub no_preorder: bool,
     /// This node's name, in every stats record (a `DaemonSet` sets `NODE_NAME` from the downward
     /// API).
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]

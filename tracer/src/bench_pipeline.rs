@@ -159,6 +159,7 @@ fn event(kind: u32, i: u64, netns_inode: u64) -> ConnectEvent {
             } else {
                 0
             },
+            cookie: 0,
             pid: 4242,
             tid: 4250,
             comm,

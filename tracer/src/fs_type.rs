@@ -1,9 +1,10 @@
 //! Which filesystem a path is on (`statfs`): tells a namespace file (nsfs) or a cgroup v2 mount from
-//! anything else a user may name.
+//! or a bpffs from anything else a user may name.
 use std::{ffi::CString, io, os::unix::ffi::OsStrExt as _, path::Path};
 
 pub const NSFS_MAGIC: u64 = 0x6e73_6673;
 pub const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
+pub const BPF_FS_MAGIC: u64 = 0xcafe_4a11;
 
 /// The filesystem type (`f_type`) of `path`.
 pub fn magic(path: &Path) -> io::Result<u64> {

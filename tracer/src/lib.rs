@@ -27,6 +27,7 @@
 pub mod args;
 pub mod bench_cluster_model;
 pub mod bench_pipeline;
+pub mod cilium;
 pub mod clock;
 pub mod conntrack;
 pub mod datapath;

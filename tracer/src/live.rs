@@ -69,6 +69,9 @@ pub fn check_before_start(args: &PipelineArgs) -> anyhow::Result<()> {
     if let Some(root) = &args.cgroup_root {
         crate::kernel::preflight::check_cgroup_root(root)?;
     }
+    if let Some(dir) = &args.cilium_bpffs {
+        crate::cilium::check_bpffs(dir)?;
+    }
     Ok(())
 }
 
@@ -118,12 +121,15 @@ async fn trace(
     } else {
         DatapathReader::idle()
     };
+    // A bad --cilium-bpffs stops here, before anything is attached.
+    let cilium = crate::cilium::open_given(args.pipeline.cilium_bpffs.as_deref())?;
     let mut kernel = KernelSide::load(
         filter,
         args.pipeline.max_attempts,
         args.pipeline.dns_slow,
         !args.pipeline.no_dns,
         args.pipeline.cgroup_root.as_deref(),
+        !args.pipeline.no_preorder,
     )?;
     for warning in kernel.capabilities.warnings() {
         eprintln!("{warning}");
@@ -152,6 +158,7 @@ async fn trace(
     if !judged {
         pipeline.stages.datapath.cannot_judge();
     }
+    pipeline.stages.enricher.cilium = Some(cilium);
     eprintln!(
         "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
         if args.pipeline.no_dns {

@@ -66,6 +66,7 @@ impl Stages {
                 conntrack: options.conntrack,
                 destroyed: options.destroyed,
                 reply_owners: hashbrown::HashMap::new(),
+                cilium: None,
             },
             filter: options.filter,
             services: ServiceView::new(options.service_window),

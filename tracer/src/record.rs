@@ -375,6 +375,10 @@ pub struct StatsRecord {
     /// absent from trackers that did not run it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datapath: Option<DatapathStats>,
+    /// How a Service is named when a socket-level load balancer rewrote the connect; absent from
+    /// trackers before it was said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_lb: Option<SocketLbStats>,
     /// `--node-name` (a `DaemonSet`'s downward API), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -454,6 +458,36 @@ pub struct ConntrackStats {
     /// followed (in `auto`, the first refusal of a burst): reported, but if a Service's DNAT chose
     /// their backend, it is not named. Not a loss of records, so not in `dropped`.
     pub refused_before_subscription: u64,
+}
+
+/// Where the Service of a socket-level load-balanced connect comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketLbStats {
+    /// `preorder_hook`: the tracer's `connect()` hook runs before any socket LB and sees the
+    /// dialled address; `cilium_maps`: it runs after (no `BPF_F_PREORDER`), and Cilium's reverse
+    /// socket NAT map names the Service; `none`: neither, a socket LB's connects name only the
+    /// backend.
+    pub path: String,
+    pub cilium: CiliumStats,
+}
+
+/// Cilium's pinned load-balancing maps, as found in `--cilium-bpffs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiliumStats {
+    /// The directory looked in.
+    pub bpffs: String,
+    /// Whether any of Cilium's load-balancing maps is pinned there.
+    pub present: bool,
+    /// The maps read.
+    pub maps: Vec<String>,
+    /// Maps pinned there but not read, each with why (a layout of another Cilium version).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+    /// Sockets whose Service Cilium's reverse socket NAT map named.
+    pub named: u64,
+    /// Of those, sockets connected to a backend that Cilium's services map no longer lists for
+    /// that Service: glued to a removed backend.
+    pub backend_gone: u64,
 }
 
 /// Everything lost, by cause. Any non-zero value means some flows were not reported.

@@ -3,10 +3,12 @@
 use tracer_common::counter;
 
 use crate::{
+    cilium::CiliumMaps,
     clock::Timestamp,
     kernel::KernelSide,
+    kernel::capabilities::DIALLED_BEFORE_SOCKET_LB,
     pipeline::Stages,
-    record::{ConntrackStats, DnsStats, Dropped, StatsRecord},
+    record::{ConntrackStats, DnsStats, Dropped, SocketLbStats, StatsRecord},
 };
 
 /// `with_kernel`: carry the kernel's release and capabilities (the first and the final record).
@@ -50,8 +52,28 @@ pub fn record(
             refused_before_subscription: destroyed.refused_before_subscription,
         },
         datapath: stages.datapath.stats(),
+        socket_lb: stages
+            .enricher
+            .cilium
+            .as_ref()
+            .map(|cilium| socket_lb(kernel, cilium)),
         kernel: with_kernel.then(|| kernel.capabilities.info()),
         node,
         is_final,
+    }
+}
+
+/// Which way a socket-level load-balanced connect gets its Service named on this node.
+fn socket_lb(kernel: &KernelSide, cilium: &CiliumMaps) -> SocketLbStats {
+    let path = if kernel.capabilities.is_full(DIALLED_BEFORE_SOCKET_LB) {
+        "preorder_hook"
+    } else if cilium.can_name() {
+        "cilium_maps"
+    } else {
+        "none"
+    };
+    SocketLbStats {
+        path: path.into(),
+        cilium: cilium.stats(),
     }
 }

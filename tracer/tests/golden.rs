@@ -172,6 +172,7 @@ fn connect_bytes(c: &Connect) -> Vec<u8> {
             } else {
                 0
             },
+            cookie: 0,
             pid: 4242,
             tid: 4243,
             comm: comm("curl"),

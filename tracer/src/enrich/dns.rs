@@ -15,13 +15,27 @@ use crate::{
     record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
 };
 
+const IPPROTO_UDP: u8 = 17;
+
 impl Enricher {
     /// The Service and the server behind it, when load balancing was seen: the connected address
-    /// versus the packet's destination (DNAT in the sender's namespace), else the node's conntrack
-    /// entry of the query (kube-proxy DNAT after the packet left the sender's namespace).
+    /// versus the packet's destination (DNAT in the sender's namespace), else Cilium's reverse
+    /// socket NAT map (its socket LB rewrote the connect before our hook ran), else the node's
+    /// conntrack entry of the query (kube-proxy DNAT after the packet left the sender's namespace).
     pub fn dns_service_server(&mut self, query: &Query) -> Option<ServiceServer> {
         if let Some(dialed) = query.dialed() {
             return Some((dialed, query.server()));
+        }
+        let server = query.server();
+        if let Some(service) = self.cilium.as_mut().and_then(|c| {
+            c.service_of(
+                query.key.socket_cookie,
+                server,
+                IPPROTO_UDP,
+                query.pending.sent_ns,
+            )
+        }) {
+            return Some((service, server));
         }
         let original = Direction {
             src: query.client(),
@@ -76,7 +90,11 @@ impl Enricher {
             qtype: question.as_ref().map(|q| qtype_name(q.qtype).into_owned()),
             id: query.key.id,
             server,
-            dialed: query.dialed(),
+            // A socket LB's Service is what the application dialled (see `connect_record`).
+            dialed: query.dialed().or_else(|| {
+                via.filter(|&(service, backend)| backend == server && service != server)
+                    .map(|(service, _)| service)
+            }),
             service: via.map(|(s, _)| s),
             backend: via.map(|(_, b)| b),
             client: query.client(),

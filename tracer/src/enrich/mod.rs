@@ -18,6 +18,7 @@ use crate::conntrack::{
 };
 
 use crate::{
+    cilium::CiliumMaps,
     clock::{KernelClock, Timestamp},
     decode::{comm_to_string, ip_from_kernel},
     flows::Flow,
@@ -40,6 +41,9 @@ pub struct Enricher {
     /// report, by (socket, first retransmit) and with the time of that report: at the socket's end
     /// the process has usually closed it.
     pub reply_owners: HashMap<(u64, u64), ((u32, String), u64)>,
+    /// Cilium's load-balancing maps, for the Service of a socket its socket LB rewrote before our
+    /// `connect()` hook ran; `None` where not looked for (replay, tests).
+    pub cilium: Option<CiliumMaps>,
 }
 
 /// The Service a connect meant and the backend it was sent to, when load balancing was seen.
@@ -48,6 +52,8 @@ pub struct ServiceBackend {
     pub service: SocketAddr,
     pub backend: SocketAddr,
 }
+
+const IPPROTO_TCP: u8 = 6;
 
 /// Socket destination, and the dialled one when known and different.
 pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
@@ -66,10 +72,12 @@ pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
 }
 
 impl Enricher {
-    /// Socket-level LB: the app dialled the Service, the socket holds the backend. Otherwise ask
-    /// conntrack whether the socket's destination was DNAT'd (kube-proxy) and to which backend; if
-    /// the entry is gone, the destroy events. A refusal by RST with no entry left is what makes
-    /// `auto` follow destroy events.
+    /// Socket-level LB: the app dialled the Service, the socket holds the backend; when our hook
+    /// ran after the rewrite, Cilium's reverse socket NAT map says what was dialled (an entry
+    /// exists only for a socket Cilium rewrote, so it is asked first: no netlink round trip).
+    /// Otherwise ask conntrack whether the socket's destination was DNAT'd (kube-proxy) and to
+    /// which backend; if the entry is gone, the destroy events. A refusal by RST with no entry
+    /// left is what makes `auto` follow destroy events.
     pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
         let (dst, dialed) = destinations(flow);
         if let Some(service) = dialed {
@@ -79,6 +87,16 @@ impl Enricher {
             });
         }
         let a = &flow.attempt;
+        if let Some(service) = self
+            .cilium
+            .as_mut()
+            .and_then(|c| c.service_of(a.cookie, dst, IPPROTO_TCP, flow.at_ns))
+        {
+            return Some(ServiceBackend {
+                service,
+                backend: dst,
+            });
+        }
         if a.sport == 0 {
             return None;
         }
@@ -113,6 +131,9 @@ impl Enricher {
         let ttl = u64::try_from(crate::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
         self.reply_owners
             .retain(|_, (_, at_ns)| now_ns.saturating_sub(*at_ns) < ttl);
+        if let Some(cilium) = &mut self.cilium {
+            cilium.expire(now_ns, ttl);
+        }
     }
 
     /// The wall-clock time of a kernel timestamp.
@@ -123,6 +144,12 @@ impl Enricher {
     pub fn connect_record(&mut self, flow: &Flow, via: Option<ServiceBackend>) -> ConnectRecord {
         let a = &flow.attempt;
         let (dst, dialed) = destinations(flow);
+        // A socket LB's Service (named from Cilium's maps when our hook came too late) is what
+        // the application dialled; a conntrack DNAT's Service is the socket's own destination.
+        let dialed = dialed.or_else(|| {
+            via.filter(|v| v.backend == dst && v.service != dst)
+                .map(|v| v.service)
+        });
         let unspecified = IpAddr::from([0u8; 4]);
         let src = SocketAddr::new(
             ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified),

@@ -62,6 +62,7 @@ impl KernelSide {
         dns_slow_reply: std::time::Duration,
         dns_hooks: bool,
         cgroup_root: Option<&std::path::Path>,
+        preorder: bool,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let (btf_data, mounted_cgroup_root) = preflight::check(&paths)?;
@@ -88,8 +89,13 @@ impl KernelSide {
         // connect() hooks first: attempts that start after this know their namespace.
         let cgroup = File::open(&cgroup_root)
             .with_context(|| format!("opening the cgroup v2 root {}", cgroup_root.display()))?;
-        let preorder_links =
-            attach_connect_hooks(&mut ebpf, &cgroup, &cgroup_root, &mut capabilities)?;
+        let preorder_links = attach_connect_hooks(
+            &mut ebpf,
+            &cgroup,
+            &cgroup_root,
+            preorder,
+            &mut capabilities,
+        )?;
         let error_report = attach_tracepoints(&mut ebpf, &kernel_btf, &btf, &mut capabilities)?;
         let dns = dns::attach(
             &mut ebpf,
@@ -166,11 +172,13 @@ fn cgroup_root_or_mount(
     Ok((mount.path().to_path_buf(), Some(mount)))
 }
 
-/// The `connect()` hooks, first in order where the kernel allows it; returns those links.
+/// The `connect()` hooks, first in order where the kernel allows it (and `preorder`, false only
+/// to emulate older kernels); returns those links.
 fn attach_connect_hooks(
     ebpf: &mut Ebpf,
     cgroup: &File,
     cgroup_root: &std::path::Path,
+    preorder: bool,
     capabilities: &mut Capabilities,
 ) -> anyhow::Result<Vec<std::os::fd::OwnedFd>> {
     let mut preorder_links = Vec::new();
@@ -178,14 +186,22 @@ fn attach_connect_hooks(
         ("connect4", cgroup_link::BPF_CGROUP_INET4_CONNECT),
         ("connect6", cgroup_link::BPF_CGROUP_INET6_CONNECT),
     ] {
-        preorder_links.extend(attach_cgroup(ebpf, name, attach_type, cgroup, cgroup_root)?);
+        preorder_links.extend(attach_cgroup(
+            ebpf,
+            name,
+            attach_type,
+            cgroup,
+            cgroup_root,
+            preorder,
+        )?);
     }
     if preorder_links.is_empty() {
         capabilities.degraded(
             capabilities::DIALLED_BEFORE_SOCKET_LB,
             "no BPF_F_PREORDER (Linux 6.15+): a socket-level load balancer attached below the root \
-             cgroup rewrites a Service address before the tracer's connect() hook sees it, so its \
-             connects name the backend, not the Service",
+             cgroup rewrites a Service address before the tracer's connect() hook sees it: on a \
+             Cilium node its maps name the Service (stats.socket_lb), other socket LBs' connects \
+             name the backend, not the Service",
         );
     } else {
         capabilities.full(capabilities::DIALLED_BEFORE_SOCKET_LB);
@@ -303,13 +319,14 @@ fn attach_cgroup(
     attach_type: u32,
     cgroup: &File,
     cgroup_root: &std::path::Path,
+    preorder: bool,
 ) -> anyhow::Result<Option<std::os::fd::OwnedFd>> {
     let program: &mut CgroupSockAddr = ebpf
         .program_mut(name)
         .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?
         .try_into()?;
     program.load().map_err(|e| load_error(name, e))?;
-    if let Ok(link) = cgroup_link::attach_preorder(program.fd()?, cgroup, attach_type) {
+    if preorder && let Ok(link) = cgroup_link::attach_preorder(program.fd()?, cgroup, attach_type) {
         return Ok(Some(link));
     }
     // Multi mode lets us coexist with other tools' programs on the root cgroup (Cilium's socket LB).
