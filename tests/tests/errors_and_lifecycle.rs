@@ -153,8 +153,8 @@ fn prog_exists(id: u32) -> bool {
 fn programs_detach_on(signal: libc::c_int) {
     let tracer = Tracer::start(&[]);
     let ids = prog_ids_of(tracer.pid());
-    // 7 TCP programs (2 connect hooks, 5 on tracepoints) and the 2 DNS `cgroup_skb` programs.
-    assert_eq!(ids.len(), 9, "all programs loaded: {ids:?}");
+    // 8 TCP programs (2 connect hooks, 6 on tracepoints) and the 2 DNS `cgroup_skb` programs.
+    assert_eq!(ids.len(), 10, "all programs loaded: {ids:?}");
     assert!(ids.iter().all(|&id| prog_exists(id)));
     let (ok, records, stderr) = tracer.stop_with(signal);
     assert!(ok, "clean exit on signal {signal}: {stderr}");
@@ -246,7 +246,7 @@ fn an_attempt_the_full_table_missed_is_counted_once_without_a_namespace_filter()
 fn hooks_only_attaches_every_program_and_does_nothing() {
     let bed = TwoHosts::new("hooks");
     let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--hooks-only"]);
-    assert_eq!(prog_ids_of(tracer.pid()).len(), 9, "all programs attached");
+    assert_eq!(prog_ids_of(tracer.pid()).len(), 10, "all programs attached");
     let nobody = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 9001));
     let refused = connect_from(&bed.client, "tc-hooks", nobody, Duration::from_secs(2));
     assert_eq!(
