@@ -4,7 +4,9 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 
-use crate::{conntrack::subscription::DestroyEventsMode, filter::Cidr};
+use crate::{
+    conntrack::subscription::DestroyEventsMode, filter::Cidr, metrics::server::MetricsAddr,
+};
 
 /// What to follow and how: shared by `trace` and `tui`.
 #[derive(Debug, Clone, clap::Args)]
@@ -83,6 +85,15 @@ pub struct PipelineArgs {
     /// API).
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
+    /// Serve Prometheus metrics (`OpenMetrics` text) on this address: `IP:PORT`, or `:PORT` for every
+    /// address. Every series carries `node` (`--node-name`, else the hostname). See docs/metrics.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<MetricsAddr>,
+    /// Most distinct label sets per metric family; past it, new ones are folded into one `other`
+    /// series and counted in `tracer_metrics_overflow_total`.
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::DEFAULT_LABEL_SET_CAP as u64,
+          value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    pub metrics_label_sets: u64,
 }
 
 #[derive(Debug, clap::Args)]

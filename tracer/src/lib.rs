@@ -11,6 +11,8 @@
 //! `incidents/` is the ranked model of what the records say, shared by `tui/` (fed live through
 //! `sink/channel.rs` or from a recording by `replay.rs`) and `tui/summary.rs`.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
+//! `metrics/` turns the records into Prometheus metrics (`--metrics`); `sweep.rs` reads them back
+//! from Prometheus for the whole cluster (`tracer sweep`).
 //! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
@@ -38,6 +40,7 @@ pub mod identity;
 pub mod incidents;
 pub mod kernel;
 pub mod live;
+pub mod metrics;
 pub mod netns;
 pub mod pipeline;
 #[cfg(test)]
