@@ -171,6 +171,38 @@ pub struct SummaryArgs {
     pub file: PathBuf,
 }
 
+/// `tracer sweep`: the cluster from the Prometheus that scrapes every node's tracer.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// The Prometheus HTTP API, like `http://prometheus.monitoring:9090` (plain HTTP; a
+    /// `kubectl port-forward` gives one).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: String,
+    /// How far back to look, like `10m`, `1h` or `90s`.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_window)]
+    pub window: Duration,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
+    pub format: SweepFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SweepFormat {
+    /// One line per finding, like `tracer summary`.
+    Text,
+    /// The same as one JSON document.
+    Json,
+}
+
+fn parse_window(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|_| format!("'{s}' is not a duration (like 10m, 1h or 90s)"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_hours(366 * 24) {
+        return Err(format!("'{s}' is out of range: give 1s to a year"));
+    }
+    Ok(d)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Like `conntrack -E`, verdict first.

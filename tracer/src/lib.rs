@@ -52,5 +52,6 @@ pub mod serde_text;
 pub mod service_view;
 pub mod sink;
 pub mod stats;
+pub mod sweep;
 pub mod tui;
 pub mod verdict;

@@ -2,7 +2,7 @@
 mod cli;
 
 use std::process::ExitCode;
-use tracer::{bench_cluster_model, bench_pipeline, demo, live, tui};
+use tracer::{bench_cluster_model, bench_pipeline, demo, live, sweep, tui};
 
 use clap::Parser as _;
 
@@ -64,6 +64,9 @@ fn main() -> ExitCode {
         cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
         cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
         cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
+        cli::Command::Sweep(args) => runtime
+            .block_on(sweep::run(&args))
+            .and_then(|text| print_stdout(&text)),
         cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
         cli::Command::BenchPipeline(_) | cli::Command::BenchClusterModel(_) => Ok(()),
     };
