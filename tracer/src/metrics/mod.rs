@@ -292,12 +292,12 @@ impl Metrics {
         );
         registry.register(
             "kernel_capability",
-            "Each capability of the tracer on this kernel: 1 at its state (full, degraded, off)",
+            "Each capability of the tracer on this kernel: 1 at its state (full, degraded, off, or disabled by an option)",
             capabilities.clone(),
         );
         registry.register(
             "kernel_capabilities_degraded",
-            "Capabilities not at full on this kernel",
+            "Capabilities degraded or off on this kernel (not counting those disabled by an option)",
             degraded.clone(),
         );
         let metrics = Metrics {
@@ -502,12 +502,27 @@ impl Metrics {
             })
             .set(1);
         self.capabilities.clear();
+        let mut lacking = 0;
+        let by_option = kernel
+            .capabilities
+            .values()
+            .any(|c| matches!(c, Capability::Off { reason } if reason.starts_with("--")));
         for (name, capability) in &kernel.capabilities {
             let state = match capability {
                 Capability::Full => "full",
                 Capability::Degraded { .. } => "degraded",
+                // Turned off by an option (`--no-dns`), or off because such a one is (`DNS is
+                // off`): the user's choice, not the kernel's lack.
+                Capability::Off { reason }
+                    if reason.starts_with("--") || (by_option && reason.ends_with(" is off")) =>
+                {
+                    "disabled"
+                }
                 Capability::Off { .. } => "off",
             };
+            if matches!(state, "degraded" | "off") {
+                lacking += 1;
+            }
             self.capabilities
                 .get_or_create(&CapabilityLabels {
                     capability: name.clone(),
@@ -515,8 +530,7 @@ impl Metrics {
                 })
                 .set(1);
         }
-        self.degraded
-            .set(i64::try_from(kernel.degraded().len()).unwrap_or(i64::MAX));
+        self.degraded.set(lacking);
     }
 
     /// Distinct label sets of `tracer_connects_total` and its folded updates (for tests and the

@@ -170,3 +170,49 @@ fn metrics_addresses_parse_or_say_what_is_expected() {
     let e = "localhost".parse::<MetricsAddr>().expect_err("no port");
     assert!(e.contains("IP:PORT"), "{e}");
 }
+
+#[test]
+fn capabilities_off_by_an_option_are_disabled_not_degraded() {
+    let (mut metrics, registry) = Metrics::new("n", DEFAULT_LABEL_SET_CAP);
+    let off = |reason: &str| Capability::Off {
+        reason: reason.into(),
+    };
+    let kernel = KernelInfo {
+        release: "6.18.0".into(),
+        capabilities: [
+            ("dns".to_string(), off("--no-dns")),
+            ("dns_refused".to_string(), off("DNS is off")),
+            (
+                "connect_errors".to_string(),
+                Capability::Degraded {
+                    reason: "no tracepoint".into(),
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    metrics.update(&Record::Stats(StatsRecord {
+        kernel: Some(kernel),
+        ..StatsRecord::default()
+    }));
+    let out = text(&registry);
+    assert!(
+        out.contains(r#"tracer_kernel_capability{node="n",capability="dns",state="disabled"} 1"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            r#"tracer_kernel_capability{node="n",capability="dns_refused",state="disabled"} 1"#
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"tracer_kernel_capabilities_degraded{node="n"} 1"#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"tracer_kernel_info{node="n",release="6.18.0"} 1"#),
+        "{out}"
+    );
+}

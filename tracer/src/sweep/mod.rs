@@ -124,7 +124,9 @@ pub async fn query(prometheus: &Prometheus, window_s: u64) -> anyhow::Result<Swe
     let down = prometheus.query("max by (instance) (up == 0)").await?;
     let kube_nodes = prometheus.query("max by (node) (kube_node_info)").await?;
     let degraded = prometheus
-        .query("max by (node, capability, state) (tracer_kernel_capability{state!=\"full\"})")
+        .query(
+            "max by (node, capability, state) (tracer_kernel_capability{state=~\"degraded|off\"})",
+        )
         .await?;
     let fails = prometheus
         .query(&format!(
