@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use tracer::{
     args::{DemoArgs, ReplayArgs, SummaryArgs, SweepArgs, TraceArgs, TuiArgs},
     bench_cluster_model::BenchClusterModelArgs,
+    bench_metrics::BenchMetricsArgs,
     bench_pipeline::BenchPipelineArgs,
 };
 
@@ -43,4 +44,7 @@ pub enum Command {
     /// Load time and memory of the cluster model for a large snapshot (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchClusterModel(BenchClusterModelArgs),
+    /// Time to serve a scrape of the `--metrics` endpoint (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchMetrics(BenchMetricsArgs),
 }

@@ -16,7 +16,8 @@
 //! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
-//! `bench_pipeline.rs` and `bench_cluster_model.rs` are hidden benchmarks (`cargo xtask bench`).
+//! `bench_pipeline.rs`, `bench_cluster_model.rs` and `bench_metrics.rs` are hidden benchmarks
+//! (`cargo xtask bench`).
 #![allow(
     clippy::missing_errors_doc,
     clippy::missing_panics_doc,
@@ -26,6 +27,7 @@
 
 pub mod args;
 pub mod bench_cluster_model;
+pub mod bench_metrics;
 pub mod bench_pipeline;
 pub mod clock;
 pub mod conntrack;
