@@ -57,7 +57,7 @@ impl Peer {
             Peer::HooksOnly => "its hooks, empty",
             Peer::Conntrack => "conntrack -E",
             Peer::Bpftrace => "bpftrace printer",
-            Peer::Metrics => "this tracer, --metrics scraped 1/s",
+            Peer::Metrics => "this tracer, --metrics scraped every second",
         }
     }
 }
