@@ -5,6 +5,10 @@
 //! ten. Prometheus and the ten endpoints listen only inside a "monitoring" namespace the test makes
 //! (the tracers run there with `nsenter --net`, and still trace the nodes' namespaces).
 //!
+//! Every tracer reads the same cluster state (`--cluster-state`): the Service's only endpoint is the
+//! live pod, the dead backend's pod is gone, so the stale nodes' black holes carry `backend is no
+//! live pod`.
+//!
 //! Asserted through Prometheus's HTTP API: the black hole is seen from exactly the three stale
 //! nodes, the seven others see the Service healthy; and `tracer sweep` prints the 3-of-10 line.
 use std::{
@@ -14,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tests::{
     testbed::{Listener, Netns, ServiceBed, nft_drop_syn_to},
     tracer::{Tracer, tracer_bin},
@@ -127,6 +131,42 @@ fn connect_many(bed: &ServiceBed, n: usize) {
     }
 }
 
+/// The cluster as the API sees it now: pod `frontend` (the client), pod `backend-live`, Service
+/// `app/backend` whose EndpointSlice lists only the live pod. The dead backend's pod is gone.
+fn cluster_state(bed: &ServiceBed, live: SocketAddrV4, path: &std::path::Path) {
+    let pod = |name: &str, ip: Ipv4Addr, owner: &str, labels: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "labels": labels,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                                              "uid": format!("uid-{owner}"), "controller": true}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"phase": "Running", "podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        })
+    };
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        pod("frontend-6b8f7c9d4-x7k2p", bed.client_ip, "frontend-6b8f7c9d4",
+            json!({"app": "frontend", "pod-template-hash": "6b8f7c9d4"})),
+        pod("backend-5f8d7c6b4-live1", *live.ip(), "backend-5f8d7c6b4",
+            json!({"app": "backend", "pod-template-hash": "5f8d7c6b4"})),
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "backend", "namespace": "app"},
+         "spec": {"type": "ClusterIP", "clusterIP": bed.vip.to_string(), "selector": {"app": "backend"},
+                  "ports": [{"port": SVC_PORT, "targetPort": POD_PORT, "protocol": "TCP"}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+         "metadata": {"name": "backend-q7w2n", "namespace": "app",
+                      "labels": {"kubernetes.io/service-name": "backend"}},
+         "ports": [{"name": "", "port": POD_PORT, "protocol": "TCP"}],
+         "endpoints": [{"addresses": [live.ip().to_string()],
+                        "conditions": {"ready": true, "serving": true, "terminating": false},
+                        "targetRef": {"kind": "Pod", "namespace": "app", "name": "backend-5f8d7c6b4-live1",
+                                      "uid": "uid-backend-5f8d7c6b4-live1"}}]}
+    ]});
+    std::fs::write(path, serde_json::to_string_pretty(&list).expect("json"))
+        .expect("cluster state");
+}
+
 fn node_names(range: impl Iterator<Item = usize>) -> Vec<String> {
     range.map(|i| format!("node-{i}")).collect()
 }
@@ -162,6 +202,12 @@ fn prometheus_sees_the_black_hole_from_exactly_the_three_stale_nodes_and_sweep_s
         }
     }
 
+    let dir = std::env::temp_dir().join(format!("tracer-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("prometheus dir");
+    let state = dir.join("cluster.json");
+    cluster_state(&beds[0], live, &state);
+    let state_arg = state.to_str().expect("a UTF-8 path");
+
     let in_mon = format!("--net={}", mon.path().display());
     let wrapper = ["nsenter", in_mon.as_str()];
     let tracers: Vec<Tracer> = (1..=NODES)
@@ -182,13 +228,13 @@ fn prometheus_sees_the_black_hole_from_exactly_the_three_stale_nodes_and_sweep_s
                     &node,
                     "--metrics",
                     &metrics,
+                    "--cluster-state",
+                    state_arg,
                 ],
             )
         })
         .collect();
 
-    let dir = std::env::temp_dir().join(format!("tracer-prometheus-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("prometheus dir");
     let targets: Vec<String> = (0..NODES)
         .map(|i| format!("'127.0.0.1:{}'", FIRST_METRICS_PORT + i as u16))
         .collect();
@@ -226,7 +272,8 @@ fn prometheus_sees_the_black_hole_from_exactly_the_three_stale_nodes_and_sweep_s
     assert_eq!(scraped, all, "Prometheus scrapes every node's tracer");
     let black_holes = format!(
         "sum by (node) (tracer_connects_total{{verdict=~\"unanswered|abandoned|timed_out\",\
-         service=\"{vip}\",backend=\"{dead}\"}})"
+         service=\"{vip}\",backend=\"{dead}\",cluster_verdict=\"backend is no live pod\",\
+         src_namespace=\"app\",src_workload=\"Deployment/frontend\",dst_service=\"app/backend\"}})"
     );
     let seen = wait_for_nodes(&mon, &black_holes, &stale, Duration::from_secs(30));
     assert_eq!(
@@ -268,7 +315,9 @@ fn prometheus_sees_the_black_hole_from_exactly_the_three_stale_nodes_and_sweep_s
     };
     let text = sweep("text");
     eprintln!("tracer sweep:\n{text}");
-    let line = format!("{vip} -> {dead}: black holes from 3 of 10 nodes: node-3, node-7, node-9");
+    let line = format!(
+        "{vip} -> {dead} (no live pod): black holes from 3 of 10 nodes: node-3, node-7, node-9"
+    );
     assert!(
         text.lines().any(|l| l == line),
         "the sweep names the three nodes:\n{text}"

@@ -67,20 +67,25 @@ pub fn metrics_endpoint(args: &PipelineArgs) -> anyhow::Result<Option<Endpoint>>
     args.metrics.map(Endpoint::bind).transpose()
 }
 
-/// The records also into the metrics, served from `endpoint`'s own thread.
+/// The records also into the metrics, served from `endpoint`'s own thread (bound earlier, served
+/// once the programs are loaded).
 fn with_metrics(
     sink: Box<dyn Sink>,
     endpoint: Option<Endpoint>,
     args: &PipelineArgs,
+    kernel: &KernelSide,
 ) -> anyhow::Result<Box<dyn Sink>> {
     let Some(endpoint) = endpoint else {
         return Ok(sink);
     };
     let node = crate::metrics::node_label(args.node_name.as_deref());
-    let (metrics, registry) = Metrics::new(
+    let (mut metrics, registry) = Metrics::new(
         &node,
         usize::try_from(args.metrics_label_sets).unwrap_or(usize::MAX),
     );
+    // The kernel and its capabilities from the first scrape on, not only from the first stats
+    // record an interval later.
+    metrics.set_kernel(&kernel.capabilities.info());
     endpoint.serve(registry)?;
     Ok(Box::new(Tee {
         first: sink,
@@ -126,7 +131,6 @@ async fn trace(
     let signals = Signals::install()?;
     // A bad cluster-state file or kubeconfig stops here, before anything is attached.
     let identities = identities(&args.pipeline).await?;
-    let mut sink = with_metrics(sink, metrics, &args.pipeline)?;
     let filter = KernelFilter {
         netns_inode: netns.as_ref().map_or(0, |n| n.inode),
         hooks_only: u32::from(args.pipeline.hooks_only),
@@ -156,6 +160,7 @@ async fn trace(
     for warning in kernel.capabilities.warnings() {
         eprintln!("{warning}");
     }
+    let mut sink = with_metrics(sink, metrics, &args.pipeline, &kernel)?;
     let mut pipeline = Pipeline {
         stages: Stages::new(StageOptions {
             clock: KernelClock::new(),

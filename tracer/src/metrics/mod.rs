@@ -20,7 +20,7 @@ use prometheus_client::{
 use self::capped::{Capped, Overflow};
 use crate::{
     record::{
-        Capability, ConnectRecord, DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord,
+        Capability, ConnectRecord, DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord, Dropped,
         HealthyRecord, KernelInfo, Record, ServiceRecord, StaleNatRecord, StatsRecord,
     },
     sink::Sink,
@@ -210,7 +210,7 @@ impl Metrics {
         let dns_queries = Family::default();
         let dns_stuck = Family::default();
         let stale_nat = Family::default();
-        let dropped = Family::default();
+        let dropped = Family::<DropLabels, Counter>::default();
         let attempts = Counter::default();
         let events = Counter::default();
         let identity_age = Family::default();
@@ -300,6 +300,16 @@ impl Metrics {
             "Capabilities degraded or off on this kernel (not counting those disabled by an option)",
             degraded.clone(),
         );
+        // Every cause of loss has a series from the start, zero or not: a rate over a series that
+        // appears only at the first loss misses that loss.
+        for cause in Dropped::default().by_cause() {
+            dropped
+                .get_or_create(&DropLabels {
+                    cause: drop_cause_label(cause.name),
+                    stage: drop_stage(cause.name),
+                })
+                .inc_by(0);
+        }
         let metrics = Metrics {
             connects: Capped::new(connects, cap, capped("tracer_connects_total")),
             open_attempts,
@@ -474,14 +484,12 @@ impl Metrics {
                 cause: drop_cause_label(now.name),
                 stage: drop_stage(now.name),
             };
-            // Every cause has a series from the first stats record on, zero or not: a rate over a
-            // series that appears only at the first loss misses that loss.
             self.dropped
                 .get_or_create(&labels)
                 .inc_by(now.count.saturating_sub(before.count));
         }
         if let Some(kernel) = &r.kernel {
-            self.kernel_info(kernel);
+            self.set_kernel(kernel);
         }
         for labels in std::mem::take(&mut self.service_before) {
             if !self.service_now.contains(&labels) {
@@ -494,7 +502,8 @@ impl Metrics {
         self.last = r.clone();
     }
 
-    fn kernel_info(&mut self, kernel: &KernelInfo) {
+    /// The running kernel and the tracer's capabilities on it.
+    pub fn set_kernel(&mut self, kernel: &KernelInfo) {
         self.kernel.clear();
         self.kernel
             .get_or_create(&ReleaseLabel {
