@@ -11,6 +11,8 @@ pub mod server;
 
 use std::{borrow::Cow, io, net::SocketAddr};
 
+use hashbrown::HashSet;
+
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram, info::Info},
@@ -182,8 +184,8 @@ pub struct Metrics {
     last: StatsRecord,
     /// `tracer_service_connects` series set since the previous stats record, and before it: a
     /// Service or backend with nothing left in its window gets no record, so its gauges go to 0.
-    service_now: Vec<ServiceLabels>,
-    service_before: Vec<ServiceLabels>,
+    service_now: HashSet<ServiceLabels>,
+    service_before: HashSet<ServiceLabels>,
 }
 
 impl Metrics {
@@ -327,8 +329,8 @@ impl Metrics {
             capabilities,
             degraded,
             last: StatsRecord::default(),
-            service_now: Vec::new(),
-            service_before: Vec::new(),
+            service_now: HashSet::new(),
+            service_before: HashSet::new(),
         };
         registry.register(
             "metrics_overflow",
@@ -423,7 +425,7 @@ impl Metrics {
                 self.service_connects.with(&labels, |g| {
                     g.set(i64::try_from(*count).unwrap_or(i64::MAX));
                 });
-                self.service_now.push(labels);
+                self.service_now.insert(labels);
             }
         }
     }

@@ -13,8 +13,11 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode, body::Incoming, header, service::service_fn};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
+
+/// A client that sends no request within this long is dropped (it holds a task and a socket).
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What Prometheus asks for and gets.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -96,6 +99,8 @@ async fn accept_loop(listener: TcpListener, registry: Arc<Registry>) {
             });
             // A client that goes away mid-answer is no concern of the tracer's.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
