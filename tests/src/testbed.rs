@@ -406,7 +406,12 @@ pub struct ServiceBed {
 
 impl ServiceBed {
     pub fn new(prefix: &str, backends: usize) -> ServiceBed {
-        let n = (next_id() % 250 + 1) as u8;
+        ServiceBed::on_subnet(prefix, backends, (next_id() % 250 + 1) as u8)
+    }
+
+    /// Like `new`, on `10.231.N.0/24` with Service address `10.96.N.10`: beds built with the same
+    /// `n` are nodes of one cluster (the same Service and pod addresses, each node its own rules).
+    pub fn on_subnet(prefix: &str, backends: usize, n: u8) -> ServiceBed {
         let node = Netns::new(&format!("{prefix}n"));
         let node_ip = Ipv4Addr::new(10, 231, n, 1);
         run(

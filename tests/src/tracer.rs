@@ -29,7 +29,21 @@ pub struct Tracer {
 impl Tracer {
     /// Starts `tracer trace --format json ARGS` and waits until it says its programs are attached.
     pub fn start(args: &[&str]) -> Tracer {
-        let mut child = Command::new(tracer_bin())
+        Tracer::start_wrapped(&[], args)
+    }
+
+    /// Like `start`, run by `wrapper` (`nsenter --net=...`: the tracer's own sockets, its
+    /// `--metrics` endpoint, in another network namespace).
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str]) -> Tracer {
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(tracer_bin());
+                c
+            }
+            None => Command::new(tracer_bin()),
+        };
+        let mut child = cmd
             .args(["trace", "--format", "json", "--stats-interval", "1"])
             .args(args)
             .stdout(Stdio::piped())

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use tests::tracer::tracer_bin;
 
-const SUBCOMMANDS: [&str; 5] = ["trace", "tui", "replay", "summary", "demo"];
+const SUBCOMMANDS: [&str; 6] = ["trace", "tui", "replay", "summary", "demo", "sweep"];
 
 /// Values anyone might type, or a fuzzer would: numbers at and past every edge, non-numbers.
 const VALUES: &[&str] = &[

@@ -197,6 +197,15 @@ fn the_unpacked_binary_runs_as_the_daemonset_runs_it_and_names_refused_and_aband
         .into_iter()
         // No API server here: the rest of the arguments as the manifest has them.
         .filter(|a| a != "--in-cluster")
+        // The metrics endpoint as the manifest asks for it, on a loopback port the kernel picks
+        // rather than a fixed port on every address of this machine.
+        .map(|a| {
+            if a.starts_with("--metrics=") {
+                "--metrics=127.0.0.1:0".to_string()
+            } else {
+                a
+            }
+        })
         .collect();
     assert!(
         args.contains(&"--cgroup-root=/host/sys/fs/cgroup".to_string()),

@@ -4,7 +4,9 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::ValueEnum;
 
-use crate::{conntrack::subscription::DestroyEventsMode, filter::Cidr};
+use crate::{
+    conntrack::subscription::DestroyEventsMode, filter::Cidr, metrics::server::MetricsAddr,
+};
 
 /// What to follow and how: shared by `trace` and `tui`.
 #[derive(Debug, Clone, clap::Args)]
@@ -98,6 +100,15 @@ pub struct PipelineArgs {
     /// API).
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node_name: Option<String>,
+    /// Serve Prometheus metrics (`OpenMetrics` text) on this address: `IP:PORT`, or `:PORT` for every
+    /// address. Every series carries `node` (`--node-name`, else the hostname). See docs/metrics.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<MetricsAddr>,
+    /// Most distinct label sets per metric family; past it, new ones are folded into one `other`
+    /// series and counted in `tracer_metrics_overflow_total`.
+    #[arg(long, value_name = "N", default_value_t = crate::metrics::DEFAULT_LABEL_SET_CAP as u64,
+          value_parser = clap::value_parser!(u64).range(10..=1_000_000))]
+    pub metrics_label_sets: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -173,6 +184,38 @@ pub struct SummaryArgs {
     /// A file written by `tracer trace --format json` (JSON lines, schema 1).
     #[arg(value_name = "FILE.jsonl")]
     pub file: PathBuf,
+}
+
+/// `tracer sweep`: the cluster from the Prometheus that scrapes every node's tracer.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    /// The Prometheus HTTP API, like `http://prometheus.monitoring:9090` (plain HTTP; a
+    /// `kubectl port-forward` gives one).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: String,
+    /// How far back to look, like `10m`, `1h` or `90s`.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_window)]
+    pub window: Duration,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
+    pub format: SweepFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SweepFormat {
+    /// One line per finding, like `tracer summary`.
+    Text,
+    /// The same as one JSON document.
+    Json,
+}
+
+fn parse_window(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|_| format!("'{s}' is not a duration (like 10m, 1h or 90s)"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_hours(366 * 24) {
+        return Err(format!("'{s}' is out of range: give 1s to a year"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2,8 +2,9 @@
 use clap::{Parser, Subcommand};
 
 use tracer::{
-    args::{DemoArgs, ReplayArgs, SummaryArgs, TraceArgs, TuiArgs},
+    args::{DemoArgs, ReplayArgs, SummaryArgs, SweepArgs, TraceArgs, TuiArgs},
     bench_cluster_model::BenchClusterModelArgs,
+    bench_metrics::BenchMetricsArgs,
     bench_pipeline::BenchPipelineArgs,
 };
 
@@ -29,6 +30,10 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Print the ranked table of a recorded JSON-lines file as plain text, for a ticket.
     Summary(SummaryArgs),
+    /// The whole cluster from Prometheus: per Service and backend, the nodes that see black holes
+    /// and the failing share; DNS servers losing queries by node; tracers missing, down or
+    /// degraded. Needs the tracer on every node run with `--metrics` and scraped (docs/metrics.md).
+    Sweep(SweepArgs),
     /// A black hole to look at: builds a small cluster in network namespaces of its own (a dead
     /// backend, a refusing port, a Service without endpoints, a dead DNS pod), drives traffic
     /// through it and traces it; removes it all at exit (needs root).
@@ -39,4 +44,7 @@ pub enum Command {
     /// Load time and memory of the cluster model for a large snapshot (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchClusterModel(BenchClusterModelArgs),
+    /// Time to serve a scrape of the `--metrics` endpoint (for `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchMetrics(BenchMetricsArgs),
 }

@@ -11,12 +11,15 @@
 //! `incidents/` is the ranked model of what the records say, shared by `tui/` (fed live through
 //! `sink/channel.rs` or from a recording by `replay.rs`) and `tui/summary.rs`.
 //! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
+//! `metrics/` turns the records into Prometheus metrics (`--metrics`); `sweep.rs` reads them back
+//! from Prometheus for the whole cluster (`tracer sweep`).
 //! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
 //! `datapath/` reads the node's Service rules (kube-proxy's iptables, nftables, IPVS) and reports
 //! the entries no EndpointSlice backs (`stale_datapath`).
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
-//! `bench_pipeline.rs` and `bench_cluster_model.rs` are hidden benchmarks (`cargo xtask bench`).
+//! `bench_pipeline.rs`, `bench_cluster_model.rs` and `bench_metrics.rs` are hidden benchmarks
+//! (`cargo xtask bench`).
 #![allow(
     clippy::missing_errors_doc,
     clippy::missing_panics_doc,
@@ -26,6 +29,7 @@
 
 pub mod args;
 pub mod bench_cluster_model;
+pub mod bench_metrics;
 pub mod bench_pipeline;
 pub mod cilium;
 pub mod clock;
@@ -42,6 +46,7 @@ pub mod identity;
 pub mod incidents;
 pub mod kernel;
 pub mod live;
+pub mod metrics;
 pub mod netns;
 pub mod pipeline;
 #[cfg(test)]
@@ -53,5 +58,6 @@ pub mod serde_text;
 pub mod service_view;
 pub mod sink;
 pub mod stats;
+pub mod sweep;
 pub mod tui;
 pub mod verdict;

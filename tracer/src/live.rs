@@ -21,10 +21,11 @@ use crate::{
     filter::DestinationFilter,
     identity::{Identities, source::ClusterSource},
     kernel::KernelSide,
+    metrics::{Metrics, MetricsSink, server::Endpoint},
     netns::{self, Netns},
     pipeline::{ConntrackDump, StageOptions, Stages},
     record::{Dropped, Record},
-    sink::{Sink, json::JsonSink, output_file::OutputFile, text::TextSink},
+    sink::{Sink, json::JsonSink, output_file::OutputFile, tee::Tee, text::TextSink},
 };
 
 /// `host` means the tracer's own namespace (the node's); anything else is resolved like `--netns`.
@@ -52,12 +53,45 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
         Some(path) => Box::new(OutputFile::check(path)?),
         None => Box::new(io::stdout().lock()),
     };
+    let metrics = metrics_endpoint(&args.pipeline)?;
     let out = BufWriter::with_capacity(1 << 16, out);
     let sink: Box<dyn Sink> = match args.format {
         Format::Json => Box::new(JsonSink::new(out)),
         Format::Text => Box::new(TextSink::new(out)),
     };
-    trace(args, netns, sink).await
+    trace(args, netns, sink, metrics).await
+}
+
+/// `--metrics`: the listener, bound now so a bad or taken address stops the tracer before anything
+/// is attached.
+pub fn metrics_endpoint(args: &PipelineArgs) -> anyhow::Result<Option<Endpoint>> {
+    args.metrics.map(Endpoint::bind).transpose()
+}
+
+/// The records also into the metrics, served from `endpoint`'s own thread (bound earlier, served
+/// once the programs are loaded).
+fn with_metrics(
+    sink: Box<dyn Sink>,
+    endpoint: Option<Endpoint>,
+    args: &PipelineArgs,
+    kernel: &KernelSide,
+) -> anyhow::Result<Box<dyn Sink>> {
+    let Some(endpoint) = endpoint else {
+        return Ok(sink);
+    };
+    let node = crate::metrics::node_label(args.node_name.as_deref());
+    let (mut metrics, registry) = Metrics::new(
+        &node,
+        usize::try_from(args.metrics_label_sets).unwrap_or(usize::MAX),
+    );
+    // The kernel and its capabilities from the first scrape on, not only from the first stats
+    // record an interval later.
+    metrics.set_kernel(&kernel.capabilities.info());
+    endpoint.serve(registry)?;
+    Ok(Box::new(Tee {
+        first: sink,
+        second: Box::new(MetricsSink { metrics }),
+    }))
 }
 
 /// The checks that need no kernel object: namespaces, privileges, BTF and tracepoints, the cgroup
@@ -80,16 +114,22 @@ fn netns_filter(args: &PipelineArgs) -> anyhow::Result<Option<Netns>> {
     Ok(args.netns.as_deref().map(netns::resolve).transpose()?)
 }
 
-/// `tracer tui`: the same pipeline into the TUI's sink (a channel).
-pub async fn run_with_sink(args: TraceArgs, sink: Box<dyn Sink>) -> anyhow::Result<()> {
+/// `tracer tui`: the same pipeline into the TUI's sink (a channel); `metrics` bound by the caller
+/// (`metrics_endpoint`) before it took over the terminal.
+pub async fn run_with_sink(
+    args: TraceArgs,
+    sink: Box<dyn Sink>,
+    metrics: Option<Endpoint>,
+) -> anyhow::Result<()> {
     let netns = netns_filter(&args.pipeline)?;
-    trace(args, netns, sink).await
+    trace(args, netns, sink, metrics).await
 }
 
 async fn trace(
     args: TraceArgs,
     netns: Option<Netns>,
-    mut sink: Box<dyn Sink>,
+    sink: Box<dyn Sink>,
+    metrics: Option<Endpoint>,
 ) -> anyhow::Result<()> {
     // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
     let signals = Signals::install()?;
@@ -134,6 +174,7 @@ async fn trace(
     for warning in kernel.capabilities.warnings() {
         eprintln!("{warning}");
     }
+    let mut sink = with_metrics(sink, metrics, &args.pipeline, &kernel)?;
     let mut pipeline = Pipeline {
         stages: Stages::new(StageOptions {
             clock: KernelClock::new(),

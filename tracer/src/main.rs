@@ -2,7 +2,7 @@
 mod cli;
 
 use std::process::ExitCode;
-use tracer::{bench_cluster_model, bench_pipeline, demo, live, tui};
+use tracer::{bench_cluster_model, bench_metrics, bench_pipeline, demo, live, sweep, tui};
 
 use clap::Parser as _;
 
@@ -44,6 +44,7 @@ fn main() -> ExitCode {
     let bench = match &cli.command {
         cli::Command::BenchPipeline(args) => Some(bench_pipeline::run(args)),
         cli::Command::BenchClusterModel(args) => Some(bench_cluster_model::run(args)),
+        cli::Command::BenchMetrics(args) => Some(bench_metrics::run(args)),
         _ => None,
     };
     if let Some(result) = bench {
@@ -64,8 +65,13 @@ fn main() -> ExitCode {
         cli::Command::Tui(args) => runtime.block_on(tui::live(args)),
         cli::Command::Replay(args) => runtime.block_on(tui::replay(args)),
         cli::Command::Summary(args) => tui::summary(&args).and_then(|text| print_stdout(&text)),
+        cli::Command::Sweep(args) => runtime
+            .block_on(sweep::run(&args))
+            .and_then(|text| print_stdout(&text)),
         cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
-        cli::Command::BenchPipeline(_) | cli::Command::BenchClusterModel(_) => Ok(()),
+        cli::Command::BenchPipeline(_)
+        | cli::Command::BenchClusterModel(_)
+        | cli::Command::BenchMetrics(_) => Ok(()),
     };
     exit_code(result)
 }

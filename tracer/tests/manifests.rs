@@ -130,7 +130,7 @@ fn kustomization_lists_every_manifest_and_names_the_daemonsets_image() {
 #[test]
 fn the_daemonset_runs_on_every_node_with_host_namespaces_and_least_privilege() {
     let ds = check_all().expect("valid manifests");
-    let pod = ds.spec.template.spec.expect("pod spec");
+    let pod = ds.spec.template.spec.clone().expect("pod spec");
     assert_eq!(
         pod.host_network,
         Some(true),
@@ -155,6 +155,39 @@ fn the_daemonset_runs_on_every_node_with_host_namespaces_and_least_privilege() {
     for wanted in ["trace", "--in-cluster", "--format=json"] {
         assert!(args.iter().any(|a| a == wanted), "{wanted} in {args:?}");
     }
+    // Scraped on every node (`--metrics`, #16): the port in the args, the container port and the
+    // scrape annotations agree.
+    let metrics_arg = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--metrics="))
+        .expect("--metrics in the args");
+    let port: i32 = metrics_arg
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("--metrics=...:PORT");
+    let ports = c.ports.clone().expect("ports");
+    assert!(
+        ports
+            .iter()
+            .any(|p| p.container_port == port && p.name.as_deref() == Some("metrics")),
+        "{ports:?}"
+    );
+    let annotations = ds
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.clone())
+        .expect("pod annotations");
+    assert_eq!(
+        annotations.get("prometheus.io/scrape").map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        annotations.get("prometheus.io/port"),
+        Some(&port.to_string())
+    );
     let env = c.env.clone().expect("env");
     let node = env
         .iter()

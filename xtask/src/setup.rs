@@ -16,7 +16,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Debian packages the integration tests and benchmarks drive: tmux for the TUI's terminal tests;
 /// the DNS tests run dnsmasq, dig and nginx;
 /// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool;
-/// the kernel matrix boots kernels in qemu with a busybox initramfs (and unpacks `.ko.xz` modules).
+/// the kernel matrix boots kernels in qemu with a busybox initramfs (and unpacks `.ko.xz` modules);
+/// the cluster-wide test scrapes ten tracers with a real Prometheus (its own, in a namespace: the
+/// package's service is not started where there is no init to start it).
 const TEST_PACKAGES: &[&str] = &[
     "iproute2",
     "nftables",
@@ -36,6 +38,7 @@ const TEST_PACKAGES: &[&str] = &[
     "musl-tools",
     "umoci",
     "skopeo",
+    "prometheus",
 ];
 
 pub fn all() -> anyhow::Result<()> {

@@ -3,6 +3,7 @@
 pub mod channel;
 pub mod json;
 pub mod output_file;
+pub mod tee;
 pub mod text;
 
 use std::io;

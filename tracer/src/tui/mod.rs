@@ -57,6 +57,7 @@ fn node_name() -> String {
 pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
     // What can be refused is refused before the terminal is taken over, in one plain line.
     live::check_before_start(&args.pipeline)?;
+    let metrics = live::metrics_endpoint(&args.pipeline)?;
     let (tx, mut records) = mpsc::channel(CHANNEL_CAPACITY);
     let dropped = Arc::new(AtomicU64::new(0));
     let sink: Box<dyn Sink> = Box::new(ChannelSink::new(tx, Arc::clone(&dropped)));
@@ -65,7 +66,7 @@ pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
     let mut events = terminal::spawn_input();
     let options = options(Clock::Wall);
     let result = {
-        let pipeline = live::run_with_sink(args.trace_args(), sink);
+        let pipeline = live::run_with_sink(args.trace_args(), sink, metrics);
         let app = app::run(
             &mut session.terminal,
             &mut state,

@@ -82,7 +82,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub keep: bool,
     /// Peers to run beside "none" in the connect rounds (all by default): tracer, hooks (the
-    /// tracer's programs attached but returning at once), conntrack, bpftrace.
+    /// tracer's programs attached but returning at once), conntrack, bpftrace, metrics (the tracer
+    /// with `--metrics`, scraped every second).
     #[arg(long, value_delimiter = ',', value_parser = parse_peer)]
     pub peers: Vec<Peer>,
     /// Extra argument for the tracer in the connect rounds (repeatable), to measure what a part costs,
@@ -101,7 +102,7 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
     Peer::ALL
         .into_iter()
         .find(|p| p.short() == s)
-        .ok_or_else(|| format!("unknown peer {s:?}: tracer, hooks, conntrack or bpftrace"))
+        .ok_or_else(|| format!("unknown peer {s:?}: tracer, hooks, conntrack, bpftrace or metrics"))
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -180,6 +181,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     check_interrupted()?;
     eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
     cluster_model(&tracer, &mut table)?;
+    check_interrupted()?;
+    eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
+    metrics_scrape(&tracer, &mut table)?;
     check_interrupted()?;
 
     let warm = load::connect_load(
@@ -332,6 +336,32 @@ fn cluster_model(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
         );
     }
     let _ = std::fs::remove_file(&file);
+    Ok(())
+}
+
+/// The time to serve one scrape of a `--metrics` endpoint at the label-set cap (2000 series in
+/// `tracer_connects_total`), over loopback HTTP; not a target, a figure beside the others.
+fn metrics_scrape(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
+    let out = Command::new(tracer)
+        .args(["bench-metrics", "--series", "2000", "--scrapes", "50"])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running tracer bench-metrics")?;
+    if !out.status.success() {
+        bail!("tracer bench-metrics failed: {}", out.status);
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("parsing tracer bench-metrics output")?;
+    let number = |key: &str| v[key].as_f64().unwrap_or(f64::NAN);
+    table.info(
+        "--metrics: serving a scrape of 2000 series, ms (median, slowest of 50)",
+        format!(
+            "{:.1}, {:.1} ({:.0} KiB)",
+            number("median_ms"),
+            number("max_ms"),
+            number("body_bytes") / 1024.0
+        ),
+    );
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! What runs beside the load in each round: nothing, this tracer, this tracer with every program
 //! returning at once (what the hooks alone cost), `conntrack -E` (in the node namespace), or a
-//! bpftrace printer on the tracer's own tracepoints. Each runs as a child process
+//! bpftrace printer on the tracer's own tracepoints, or this tracer with `--metrics` on a loopback
+//! port and a scraper reading it every second. Each runs as a child process
 //! writing to a file; `Running` stops it (SIGTERM/SIGINT, then SIGKILL after a bound) on Drop.
 use std::{
     fs::File,
@@ -23,15 +24,18 @@ pub enum Peer {
     HooksOnly,
     Conntrack,
     Bpftrace,
+    /// `tracer trace --metrics 127.0.0.1:PORT`, scraped every second while the load runs.
+    Metrics,
 }
 
 impl Peer {
-    pub const ALL: [Peer; 5] = [
+    pub const ALL: [Peer; 6] = [
         Peer::None,
         Peer::Tracer,
         Peer::HooksOnly,
         Peer::Conntrack,
         Peer::Bpftrace,
+        Peer::Metrics,
     ];
 
     /// The name `--peers` takes.
@@ -42,6 +46,7 @@ impl Peer {
             Peer::HooksOnly => "hooks",
             Peer::Conntrack => "conntrack",
             Peer::Bpftrace => "bpftrace",
+            Peer::Metrics => "metrics",
         }
     }
 
@@ -52,6 +57,7 @@ impl Peer {
             Peer::HooksOnly => "its hooks, empty",
             Peer::Conntrack => "conntrack -E",
             Peer::Bpftrace => "bpftrace printer",
+            Peer::Metrics => "this tracer, --metrics scraped every second",
         }
     }
 }
@@ -74,6 +80,8 @@ pub struct Running {
     stop_signal: i32,
     pub output: PathBuf,
     stopped: bool,
+    /// The `--metrics` scraper of the metrics peer.
+    scraper: Option<Scraper>,
 }
 
 impl Running {
@@ -91,6 +99,9 @@ impl Running {
             return Ok(());
         }
         self.stopped = true;
+        if let Some(scraper) = self.scraper.take() {
+            scraper.stop()?;
+        }
         let pid = i32::try_from(self.child.id())?;
         // SAFETY: kill(2) on our own child, not yet reaped, so the pid is still ours.
         unsafe { libc::kill(pid, self.stop_signal) };
@@ -146,6 +157,17 @@ pub fn start(
             }
             start_tracer(cmd, output).map(Some)
         }
+        Peer::Metrics => {
+            let port = free_loopback_port()?;
+            let mut cmd = Command::new(tracer);
+            cmd.args(["trace", "--format", "json", "--output"])
+                .arg(&output)
+                .args(tracer_args)
+                .arg(format!("--metrics=127.0.0.1:{port}"));
+            let mut running = start_tracer(cmd, output)?;
+            running.scraper = Some(Scraper::start(port));
+            Ok(Some(running))
+        }
         Peer::Conntrack => {
             let mut cmd = bed.node.command("conntrack");
             cmd.args(["-E", "-p", "tcp"])
@@ -157,6 +179,7 @@ pub fn start(
                 stop_signal: libc::SIGTERM,
                 output,
                 stopped: false,
+                scraper: None,
             };
             // conntrack subscribes to its netlink groups at once; give it a moment, and make sure
             // it did not exit (missing module, no permission).
@@ -180,6 +203,7 @@ pub fn start(
                 stop_signal: libc::SIGINT,
                 output,
                 stopped: false,
+                scraper: None,
             };
             // bpftrace writes "Attaching N probes..." to its output once the probes are attached.
             wait_for(&mut running, Duration::from_secs(30), |text| {
@@ -214,6 +238,7 @@ pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running
         stop_signal: libc::SIGTERM,
         output,
         stopped: false,
+        scraper: None,
     };
     if rx.recv_timeout(Duration::from_mins(1)).is_ok() {
         return Ok(running);
@@ -244,4 +269,60 @@ fn wait_for(
         "peer writing {} was not ready within {limit:?}",
         running.output.display()
     )
+}
+
+/// A loopback port free now, for the metrics peer's endpoint (it binds it a moment later).
+fn free_loopback_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .context("finding a free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// GETs the tracer's `--metrics` endpoint every second, as a Prometheus would (faster than the
+/// usual 15 to 60 s), until stopped; every scrape must answer 200.
+struct Scraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<anyhow::Result<u64>>,
+}
+
+impl Scraper {
+    fn start(port: u16) -> Scraper {
+        use std::io::{Read as _, Write as _};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+            let mut scrapes = 0u64;
+            // Bounded: at most one scrape a second for an hour.
+            for _ in 0..3600 {
+                if flag.load(std::sync::atomic::Ordering::Relaxed) || interrupted() {
+                    break;
+                }
+                let mut stream =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+                        .with_context(|| format!("scraping {addr}"))?;
+                stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+                stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")?;
+                let mut answer = Vec::new();
+                stream.read_to_end(&mut answer)?;
+                if !answer.starts_with(b"HTTP/1.0 200") && !answer.starts_with(b"HTTP/1.1 200") {
+                    bail!("a scrape of {addr} did not answer 200");
+                }
+                scrapes += 1;
+                let next = Instant::now() + Duration::from_secs(1);
+                while Instant::now() < next && !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Ok(scrapes)
+        });
+        Scraper { stop, thread }
+    }
+
+    fn stop(self) -> anyhow::Result<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the metrics scraper panicked"))?
+    }
 }
