@@ -27,6 +27,7 @@
     reason = "the library of one binary, public for its integration tests; its errors are read by users, not callers"
 )]
 
+pub mod addr_text;
 pub mod args;
 pub mod bench_cluster_model;
 pub mod bench_metrics;

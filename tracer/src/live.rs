@@ -200,18 +200,7 @@ async fn trace(
         pipeline.stages.datapath.cannot_judge();
     }
     pipeline.stages.enricher.cilium = Some(cilium);
-    eprintln!(
-        "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
-        if args.pipeline.no_dns {
-            " (not DNS: --no-dns)"
-        } else {
-            " and UDP DNS"
-        },
-        netns.as_ref().map_or_else(
-            || "every network namespace".to_string(),
-            |n| format!("netns {}", n.name)
-        )
-    );
+    announce(&args.pipeline, netns.as_ref());
 
     let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args, signals).await;
     let stop = match stop {
@@ -298,6 +287,22 @@ async fn event_loop(
             }
         }
     }
+}
+
+/// The one line that says tracing has started, and what it follows.
+fn announce(args: &PipelineArgs, netns: Option<&Netns>) {
+    eprintln!(
+        "tracer: attached; following TCP connects{} in {} (Ctrl-C to stop)",
+        if args.no_dns {
+            " (not DNS: --no-dns)"
+        } else {
+            " and UDP DNS"
+        },
+        netns.map_or_else(
+            || "every network namespace".to_string(),
+            |n| format!("netns {}", n.name)
+        )
+    );
 }
 
 /// Ctrl-C and SIGTERM end the loop; the programs detach when `KernelSide` drops.

@@ -5,6 +5,7 @@ mod dns;
 pub mod replies;
 
 use std::{
+    borrow::Cow,
     net::{IpAddr, SocketAddr},
     time::Instant,
 };
@@ -18,6 +19,7 @@ use crate::conntrack::{
 };
 
 use crate::{
+    addr_text::AddrText,
     cilium::CiliumMaps,
     clock::{KernelClock, Timestamp},
     decode::{comm_to_string, ip_from_kernel},
@@ -156,10 +158,14 @@ impl Enricher {
             a.sport,
         );
         let waited = flow.syn_sent_for();
-        let shown_dst = via.map_or_else(
-            || dst.to_string(),
-            |v| format!("backend {} of Service {}", v.backend, v.service),
-        );
+        let dst_text = AddrText::new(dst);
+        let shown_dst = via.map_or(Cow::Borrowed(dst_text.as_str()), |v| {
+            Cow::Owned(format!(
+                "backend {} of Service {}",
+                AddrText::new(v.backend).as_str(),
+                AddrText::new(v.service).as_str()
+            ))
+        });
         ConnectRecord {
             time: self.time_of(flow.at_ns),
             verdict: flow.verdict,

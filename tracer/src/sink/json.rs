@@ -1,29 +1,54 @@
 //! JSON lines: one object per line, each with `"schema": 1` and a `"kind"`. The schema is
 //! documented in `docs/schema.md` (one example line per kind, checked against these types by
-//! `tracer/tests/schema_doc.rs`); the fields are the types of `record.rs`.
+//! `tracer/tests/schema_doc.rs`); the fields are the types of `record.rs`. `connect` lines, nearly
+//! all of a busy node's, are written by hand (`json_connect.rs`); the others through serde.
 use std::io::{self, Write};
 
-use super::Sink;
-use crate::record::{Line, Record, SCHEMA_VERSION};
+use serde::Serialize;
+
+use super::{Sink, json_connect, json_values::TimeText};
+use crate::record::{Record, SCHEMA_VERSION};
 
 pub struct JsonSink<W: Write> {
     out: W,
+    /// The line being written, reused: one `write_all` per line.
+    line: Vec<u8>,
+    times: TimeText,
 }
 
 impl<W: Write> JsonSink<W> {
     pub fn new(out: W) -> JsonSink<W> {
-        JsonSink { out }
+        JsonSink {
+            out,
+            line: Vec::with_capacity(1024),
+            times: TimeText::default(),
+        }
     }
+}
+
+/// `record::Line` serialized from a borrowed record (no copy of it per line).
+#[derive(Serialize)]
+struct LineRef<'a> {
+    schema: u32,
+    #[serde(flatten)]
+    record: &'a Record,
 }
 
 impl<W: Write> Sink for JsonSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        let line = Line {
-            schema: SCHEMA_VERSION,
-            record: record.clone(),
-        };
-        serde_json::to_writer(&mut self.out, &line)?;
-        self.out.write_all(b"\n")
+        self.line.clear();
+        match record {
+            Record::Connect(c) => json_connect::write(&mut self.line, &mut self.times, c)?,
+            other => serde_json::to_writer(
+                &mut self.line,
+                &LineRef {
+                    schema: SCHEMA_VERSION,
+                    record: other,
+                },
+            )?,
+        }
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -34,7 +59,7 @@ impl<W: Write> Sink for JsonSink<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::ConnectRecord;
+    use crate::record::{ConnectRecord, Line};
 
     #[test]
     fn identity_fields_are_flat_optional_and_round_trip() {

@@ -2,6 +2,8 @@
 //! terminal or disk never stalls the ring-buffer consumer for long.
 pub mod channel;
 pub mod json;
+mod json_connect;
+mod json_values;
 pub mod output_file;
 pub mod tee;
 pub mod text;
