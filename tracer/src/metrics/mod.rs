@@ -23,7 +23,8 @@ use self::capped::{Capped, Overflow};
 use crate::{
     record::{
         Capability, ConnectRecord, DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord, Dropped,
-        HealthyRecord, KernelInfo, Record, ServiceRecord, StaleNatRecord, StatsRecord,
+        HealthyRecord, KernelInfo, Record, ReplyLostRecord, ServiceRecord, StaleDatapathRecord,
+        StaleNatRecord, StatsRecord,
     },
     sink::Sink,
 };
@@ -135,6 +136,48 @@ impl Overflow for BackendLabels {
     }
 }
 
+/// Labels of `tracer_replies_lost_total`: the server's end (the node's own pods, so bounded), how
+/// it ended, and the cluster verdict about the peer. Never the peer itself (clients are unbounded).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplyLabels {
+    pub local: String,
+    pub outcome: &'static str,
+    /// `true` for SYN-ACKs never acknowledged (the handshake), else `false`.
+    pub handshake: &'static str,
+    pub cluster_verdict: String,
+}
+
+impl Overflow for ReplyLabels {
+    fn other() -> Self {
+        ReplyLabels {
+            local: "other".into(),
+            outcome: "other",
+            handshake: "other",
+            cluster_verdict: "other".into(),
+        }
+    }
+}
+
+/// Labels of `tracer_stale_datapath_entries`: one entry of the node's Service rules.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DatapathLabels {
+    pub source: &'static str,
+    pub service: String,
+    pub backend: String,
+    pub reason: &'static str,
+}
+
+impl Overflow for DatapathLabels {
+    fn other() -> Self {
+        DatapathLabels {
+            source: "other",
+            service: "other".into(),
+            backend: "other".into(),
+            reason: "other",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DropLabels {
     cause: &'static str,
@@ -172,6 +215,8 @@ pub struct Metrics {
     dns_queries: Capped<DnsLabels, Counter>,
     dns_stuck: Capped<StuckLabels, Counter>,
     stale_nat: Capped<BackendLabels, Counter>,
+    replies_lost: Capped<ReplyLabels, Counter>,
+    stale_datapath: Capped<DatapathLabels, Gauge>,
     dropped: Family<DropLabels, Counter>,
     attempts: Counter,
     events: Counter,
@@ -212,6 +257,8 @@ impl Metrics {
         let dns_queries = Family::default();
         let dns_stuck = Family::default();
         let stale_nat = Family::default();
+        let replies_lost = Family::default();
+        let stale_datapath = Family::default();
         let dropped = Family::<DropLabels, Counter>::default();
         let attempts = Counter::default();
         let events = Counter::default();
@@ -264,6 +311,16 @@ impl Metrics {
             "stale_nat_entries",
             "Conntrack entries still SYN_SENT, unreplied, after --stale-after, by backend",
             stale_nat.clone(),
+        );
+        registry.register(
+            "replies_lost",
+            "Server sockets whose replies (or SYN-ACKs) the peer never acknowledged, when they ended",
+            replies_lost.clone(),
+        );
+        registry.register(
+            "stale_datapath_entries",
+            "Entries of the node's Service rules that no EndpointSlice backs: 1 while present",
+            stale_datapath.clone(),
         );
         registry.register(
             "dropped_events",
@@ -320,6 +377,12 @@ impl Metrics {
             dns_queries: Capped::new(dns_queries, cap, capped("tracer_dns_queries_total")),
             dns_stuck: Capped::new(dns_stuck, cap, capped("tracer_dns_stuck_sockets_total")),
             stale_nat: Capped::new(stale_nat, cap, capped("tracer_stale_nat_entries_total")),
+            replies_lost: Capped::new(replies_lost, cap, capped("tracer_replies_lost_total")),
+            stale_datapath: Capped::new(
+                stale_datapath,
+                cap,
+                capped("tracer_stale_datapath_entries"),
+            ),
             dropped,
             attempts,
             events,
@@ -350,6 +413,43 @@ impl Metrics {
             Record::Dns(r) => self.dns(r),
             Record::DnsHealthy(r) => self.dns_healthy(r),
             Record::DnsStuckSocket(r) => self.dns_stuck(r),
+            Record::ReplyLost(r) => self.reply_lost(r),
+            Record::StaleDatapath(r) => self.stale_datapath(r),
+        }
+    }
+
+    fn reply_lost(&mut self, r: &ReplyLostRecord) {
+        // Live reports are the same socket again; it counts once, when it ends.
+        if !r.is_final {
+            return;
+        }
+        let labels = ReplyLabels {
+            local: r.local.to_string(),
+            outcome: r.outcome.name(),
+            handshake: if r.handshake { "true" } else { "false" },
+            cluster_verdict: r.identity.cluster_verdict.clone().unwrap_or_default(),
+        };
+        self.replies_lost.with(&labels, |c| {
+            c.inc();
+        });
+    }
+
+    fn stale_datapath(&mut self, r: &StaleDatapathRecord) {
+        let labels = DatapathLabels {
+            source: r.source.name(),
+            service: r.service.to_string(),
+            backend: r.backend.to_string(),
+            reason: r.reason.text(),
+        };
+        let present = i64::from(!r.gone);
+        if r.gone {
+            self.stale_datapath.existing(&labels, |g| {
+                g.set(present);
+            });
+        } else {
+            self.stale_datapath.with(&labels, |g| {
+                g.set(present);
+            });
         }
     }
 

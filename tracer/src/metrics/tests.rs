@@ -216,3 +216,51 @@ fn capabilities_off_by_an_option_are_disabled_not_degraded() {
         "{out}"
     );
 }
+
+#[test]
+fn lost_replies_count_at_their_end_and_stale_datapath_entries_are_a_gauge_that_goes_to_zero() {
+    let (mut metrics, registry) = Metrics::new("node-1", 10);
+    let line = r#"{"schema":1,"kind":"reply_lost","time":"2026-11-30T16:41:13.500Z","outcome":"timed_out","final":true,"local":"10.244.2.7:8080","peer":"10.0.1.5:37980","retransmits":6,"unacked_bytes":15928,"lost_for_ms":12800,"netns":"n","netns_inode":1,"flow":"f","explanation":"e","cluster_verdict":"peer node is gone"}"#;
+    let lost: crate::record::Line = serde_json::from_str(line).expect("a reply_lost line");
+    let mut still_open = lost.record.clone();
+    if let Record::ReplyLost(r) = &mut still_open {
+        r.is_final = false;
+    }
+    metrics.update(&still_open);
+    metrics.update(&lost.record);
+    let out = text(&registry);
+    assert_eq!(
+        series(&out, "tracer_replies_lost_total"),
+        [
+            r#"tracer_replies_lost_total{node="node-1",local="10.244.2.7:8080",outcome="timed_out",handshake="false",cluster_verdict="peer node is gone"} 1"#
+        ],
+        "counted once, at the end: {out}"
+    );
+
+    // A stale_datapath record as the schema documents it (docs/schema.md's example).
+    let doc = include_str!("../../../docs/schema.md");
+    let example = doc
+        .lines()
+        .find(|l| l.starts_with(r#"{"schema":1,"kind":"stale_datapath""#))
+        .expect("the documented example");
+    let stale: crate::record::Line = serde_json::from_str(example).expect("the example");
+    stale_gauge(&mut metrics, &registry, stale.record);
+}
+
+fn stale_gauge(metrics: &mut Metrics, registry: &Registry, record: Record) {
+    let Record::StaleDatapath(mut d) = record else {
+        panic!("a stale_datapath record")
+    };
+    d.gone = false;
+    metrics.update(&Record::StaleDatapath(d.clone()));
+    let out = text(registry);
+    let present = series(&out, "tracer_stale_datapath_entries");
+    assert_eq!(present.len(), 1, "{out}");
+    assert!(present[0].ends_with(" 1"), "{out}");
+    d.gone = true;
+    metrics.update(&Record::StaleDatapath(d));
+    let out = text(registry);
+    let gone = series(&out, "tracer_stale_datapath_entries");
+    assert_eq!(gone.len(), 1, "{out}");
+    assert!(gone[0].ends_with(" 0"), "gone: {out}");
+}
