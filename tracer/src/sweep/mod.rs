@@ -28,7 +28,34 @@ pub struct Sweep {
     /// Worst first: most nodes, then most connects.
     pub connects: Vec<ConnectFinding>,
     pub dns: Vec<DnsFinding>,
+    /// Service rules no EndpointSlice backs, by the nodes that hold them now.
+    pub stale_datapath: Vec<StaleFinding>,
+    /// Servers whose replies were never acknowledged, by node.
+    pub replies_lost: Vec<ReplyFinding>,
     pub tracers: Vec<TracerProblem>,
+}
+
+/// One Service-to-backend entry of the nodes' Service rules that no EndpointSlice backs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaleFinding {
+    pub service: String,
+    pub backend: String,
+    /// Why it is stale (`no EndpointSlice lists it`, `its pod is gone`).
+    pub reason: String,
+    /// Where it lives: `iptables`, `nftables`, `ipvs`.
+    pub sources: Vec<String>,
+    pub nodes: Vec<String>,
+}
+
+/// A server whose replies (or SYN-ACKs) were not acknowledged, by node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplyFinding {
+    pub local: String,
+    /// From cluster state: `peer node is gone`, `peer node is NotReady`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_verdict: Option<String>,
+    pub nodes: Vec<NodeCount>,
+    pub lost: u64,
 }
 
 /// Failing connects to one destination (a Service's backend, or an address), by node.
@@ -157,12 +184,25 @@ pub async fn query(prometheus: &Prometheus, window_s: u64) -> anyhow::Result<Swe
             growth("tracer_dns_stuck_sockets_total", &w)
         ))
         .await?;
+    let stale = prometheus
+        .query(
+            "max by (node, source, service, backend, reason) (tracer_stale_datapath_entries == 1)",
+        )
+        .await?;
+    let replies = prometheus
+        .query(&format!(
+            "sum by (node, local, cluster_verdict) ({}) > 0",
+            growth("tracer_replies_lost_total", &w)
+        ))
+        .await?;
     Ok(Sweep {
         prometheus: prometheus.url().to_string(),
         window_s,
         nodes: sorted_nodes(seen.iter().map(|s| s.label("node").to_string())),
         connects: connect_findings(&fails, &shares),
         dns: dns_findings(&dns_lost, &stuck),
+        stale_datapath: stale_findings(&stale),
+        replies_lost: reply_findings(&replies),
         tracers: tracer_problems(&seen, &now, &down, &kube_nodes, &degraded),
     })
 }
@@ -298,6 +338,73 @@ pub fn dns_findings(lost: &[Sample], stuck: &[Sample]) -> Vec<DnsFinding> {
     findings
 }
 
+/// Stale Service rules held now, grouped by Service and backend; most nodes first.
+pub fn stale_findings(held: &[Sample]) -> Vec<StaleFinding> {
+    // (Service, backend, reason) -> (sources, nodes).
+    type Entry = (String, String, String);
+    let mut by_entry: BTreeMap<Entry, [Vec<String>; 2]> = BTreeMap::new();
+    for s in held {
+        let [sources, nodes] = by_entry
+            .entry((
+                s.label("service").to_string(),
+                s.label("backend").to_string(),
+                s.label("reason").to_string(),
+            ))
+            .or_default();
+        sources.push(s.label("source").to_string());
+        nodes.push(s.label("node").to_string());
+    }
+    let mut findings: Vec<StaleFinding> = by_entry
+        .into_iter()
+        .map(|((service, backend, reason), [mut sources, nodes])| {
+            sources.sort();
+            sources.dedup();
+            StaleFinding {
+                service,
+                backend,
+                reason,
+                sources,
+                nodes: sorted_nodes(nodes.into_iter()),
+            }
+        })
+        .collect();
+    findings.sort_by_key(|f| std::cmp::Reverse(f.nodes.len()));
+    findings
+}
+
+/// Servers whose replies were lost in the window, by node; most nodes, then most lost, first.
+pub fn reply_findings(lost: &[Sample]) -> Vec<ReplyFinding> {
+    let mut by_server: BTreeMap<(String, String), BTreeMap<String, u64>> = BTreeMap::new();
+    for s in lost {
+        *by_server
+            .entry((
+                s.label("local").to_string(),
+                s.label("cluster_verdict").to_string(),
+            ))
+            .or_default()
+            .entry(s.label("node").to_string())
+            .or_default() += count(s.value);
+    }
+    let mut findings: Vec<ReplyFinding> = by_server
+        .into_iter()
+        .map(|((local, verdict), nodes)| {
+            let mut nodes: Vec<NodeCount> = nodes
+                .into_iter()
+                .map(|(node, count)| NodeCount { node, count })
+                .collect();
+            nodes.sort_by(|a, b| natural(&a.node, &b.node));
+            ReplyFinding {
+                local,
+                cluster_verdict: non_empty(&verdict),
+                lost: nodes.iter().map(|n| n.count).sum(),
+                nodes,
+            }
+        })
+        .collect();
+    findings.sort_by(|a, b| b.nodes.len().cmp(&a.nodes.len()).then(b.lost.cmp(&a.lost)));
+    findings
+}
+
 /// Tracers seen in the window but not now (down when their target's `up` is 0, else missing);
 /// nodes kube-state-metrics lists that have no tracer; degraded kernel capabilities.
 pub fn tracer_problems(
@@ -398,6 +505,49 @@ fn window_text(secs: u64) -> String {
     }
 }
 
+/// The stale Service rules by the nodes that hold them, and the servers losing replies.
+fn push_datapath_and_replies(out: &mut String, sweep: &Sweep, total: usize) {
+    out.push_str("\nService rules no EndpointSlice backs\n");
+    if sweep.stale_datapath.is_empty() {
+        out.push_str("  none\n");
+    }
+    for s in &sweep.stale_datapath {
+        let _ = writeln!(
+            out,
+            "{} -> {} ({}): held by {} of {total} nodes: {} ({})",
+            s.service,
+            s.backend,
+            s.reason,
+            s.nodes.len(),
+            s.nodes.join(", "),
+            s.sources.join(", ")
+        );
+    }
+    out.push_str("\nReplies never acknowledged (server side)\n");
+    if sweep.replies_lost.is_empty() {
+        out.push_str("  none\n");
+    }
+    for r in &sweep.replies_lost {
+        let why = r
+            .cluster_verdict
+            .as_deref()
+            .map_or_else(String::new, |v| format!(" ({v})"));
+        let by_node: Vec<String> = r
+            .nodes
+            .iter()
+            .map(|n| format!("{} ({})", n.node, n.count))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}{why}: {} connections from {} of {total} nodes: {}",
+            r.local,
+            r.lost,
+            r.nodes.len(),
+            by_node.join(", ")
+        );
+    }
+}
+
 /// The sweep as text, one line per finding, like `tracer summary`.
 pub fn format_text(sweep: &Sweep) -> String {
     let total = sweep.nodes.len();
@@ -474,6 +624,7 @@ pub fn format_text(sweep: &Sweep) -> String {
         }
         out.push('\n');
     }
+    push_datapath_and_replies(&mut out, sweep, total);
     out.push_str("\nTracers missing, down or degraded\n");
     if sweep.tracers.is_empty() {
         out.push_str("  none\n");

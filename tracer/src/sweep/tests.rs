@@ -35,6 +35,19 @@ fn share(backend: &str, verdict: &str, n: f64) -> Sample {
     )
 }
 
+fn stale(node: &str, source: &str) -> Sample {
+    sample(
+        &[
+            ("node", node),
+            ("source", source),
+            ("service", "10.96.0.10:80"),
+            ("backend", "10.244.1.30:8080"),
+            ("reason", "its pod is gone"),
+        ],
+        1.0,
+    )
+}
+
 fn ten_nodes() -> Vec<String> {
     (1..=10).map(|i| format!("node-{i}")).collect()
 }
@@ -66,6 +79,19 @@ fn three_of_ten_nodes_in_one_line_with_the_shares() {
             )],
             &[],
         ),
+        stale_datapath: stale_findings(&[
+            stale("node-7", "iptables"),
+            stale("node-3", "iptables"),
+            stale("node-9", "nftables"),
+        ]),
+        replies_lost: reply_findings(&[sample(
+            &[
+                ("node", "node-2"),
+                ("local", "10.244.2.7:8080"),
+                ("cluster_verdict", "peer node is gone"),
+            ],
+            2.0,
+        )]),
         tracers: tracer_problems(
             &[
                 sample(&[("node", "node-1"), ("instance", "a:9090")], 1.0),
@@ -92,6 +118,12 @@ fn three_of_ten_nodes_in_one_line_with_the_shares() {
          DNS servers losing queries\n\
          10.96.0.53:53 -> 10.244.2.5:53: 3 queries lost from 1 of 10 nodes: node-10 (3)\n\
          \n\
+         Service rules no EndpointSlice backs\n\
+         10.96.0.10:80 -> 10.244.1.30:8080 (its pod is gone): held by 3 of 10 nodes: node-3, node-7, node-9 (iptables, nftables)\n\
+         \n\
+         Replies never acknowledged (server side)\n\
+         10.244.2.7:8080 (peer node is gone): 2 connections from 1 of 10 nodes: node-2 (2)\n\
+         \n\
          Tracers missing, down or degraded\n\
          node-2: down: its endpoint b:9090 does not answer scrapes\n\
          node-4: degraded: dns off\n"
@@ -115,5 +147,5 @@ fn nodes_sort_naturally_and_nothing_found_says_none() {
     };
     assert_eq!(sweep.nodes, ["node-1", "node-2", "node-10"]);
     let text = format_text(&sweep);
-    assert_eq!(text.matches("  none\n").count(), 3, "{text}");
+    assert_eq!(text.matches("  none\n").count(), 5, "{text}");
 }
