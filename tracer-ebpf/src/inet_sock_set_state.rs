@@ -34,7 +34,7 @@ use tracer_common::{
 
 use crate::{
     attempts::{self, Sock},
-    maps::{HEALTHY, caller, count, emit, filter, hooks_only, now_ns},
+    maps::{ATTEMPT_SCRATCH, HEALTHY, caller, count, emit, filter, hooks_only, now_ns},
     replies, sock_fields,
 };
 
@@ -106,24 +106,30 @@ fn on_syn_sent(sk: Sock) {
     if attempts::was_unstored(sk) {
         return;
     }
-    let who = caller(bpf_get_current_pid_tgid());
-    let attempt = Attempt {
-        sock: sk.0,
-        start_ns: now,
-        cgroup_id: who.cgroup_id,
-        pid: who.pid,
-        tid: who.tid,
-        comm: who.comm,
-        saddr: addrs.saddr,
-        daddr: addrs.daddr,
-        family: addrs.family,
-        sport: addrs.sport,
-        dport: addrs.dport,
-        syn_count: 1,
-        cookie: sock_fields::cookie(sk.0),
-        ..Attempt::default()
+    let Some(slot) = ATTEMPT_SCRATCH.get_ptr_mut(0) else {
+        return;
     };
-    if attempts::open(sk, &attempt) {
+    let who = caller(bpf_get_current_pid_tgid());
+    // SAFETY: this CPU's scratch slot, this program's alone while it runs; zeroed, then filled
+    // field by field so no `Attempt` is built on the stack.
+    let attempt = unsafe {
+        core::ptr::write_bytes(slot, 0, 1);
+        &mut *slot
+    };
+    attempt.sock = sk.0;
+    attempt.start_ns = now;
+    attempt.cgroup_id = who.cgroup_id;
+    attempt.pid = who.pid;
+    attempt.tid = who.tid;
+    attempt.comm = who.comm;
+    attempt.saddr = addrs.saddr;
+    attempt.daddr = addrs.daddr;
+    attempt.family = addrs.family;
+    attempt.sport = addrs.sport;
+    attempt.dport = addrs.dport;
+    attempt.syn_count = 1;
+    attempt.cookie = sock_fields::cookie(sk.0);
+    if attempts::open(sk, attempt) {
         count(counter::ATTEMPTS_STARTED);
     }
 }

@@ -38,6 +38,12 @@ pub static OPEN_BY_SLOT: Array<u64> = Array::with_max_entries(1 << OPEN_SLOT_BIT
 /// 128 KiB array misses the cache itself).
 pub const OPEN_SLOT_BITS: u32 = 12;
 
+/// Where the state-change program builds the attempt of a socket the `connect()` hook did not see:
+/// an `Attempt` on the 512-byte BPF stack, beside that program's other frames, is more than 5.10
+/// and 6.1 accept ("combined stack size of 2 calls is 544").
+#[map]
+pub static ATTEMPT_SCRATCH: PerCpuArray<Attempt> = PerCpuArray::with_max_entries(1, 0);
+
 /// One word per CPU through which a socket pointer becomes a plain number (`sock_fields::as_number`).
 #[map]
 pub static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
