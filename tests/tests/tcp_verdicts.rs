@@ -175,7 +175,14 @@ fn unreachable_when_no_host_has_the_address() {
     let dst = SocketAddr::from(SocketAddrV4::new(bed.absent_ip, PORT));
     let err =
         connect_from(&bed.client, "tc-unreach", dst, Duration::from_secs(10)).expect_err("no host");
-    assert_eq!(err.raw_os_error(), Some(libc::EHOSTUNREACH), "{err}");
+    // std's connect_timeout reads SO_ERROR after poll; rarely (seen once on 6.12 under qemu) the
+    // poll reports the hang-up before the error is readable and std says "no error set after
+    // POLLHUP". The kernel's errno is what the tracer reports, checked below either way.
+    assert!(
+        err.raw_os_error() == Some(libc::EHOSTUNREACH)
+            || err.to_string().contains("no error set after POLLHUP"),
+        "{err}"
+    );
     let r = tracer.expect("unreachable", Duration::from_secs(5), |v| {
         is_connect(v, dst, "unreachable", true)
     });
