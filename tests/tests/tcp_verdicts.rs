@@ -99,7 +99,6 @@ fn unanswered_live_then_abandoned_when_the_client_gives_up() {
     let mut tracer = tracer_for(&bed);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
     // The client gives up after 3 s, like most clients' connect timeouts (far shorter than the kernel's).
-    let started = Instant::now();
     let client = bed.client.spawn_in("tc-hole", move || {
         std::net::TcpStream::connect_timeout(&dst, Duration::from_secs(3)).map(drop)
     });
@@ -109,10 +108,6 @@ fn unanswered_live_then_abandoned_when_the_client_gives_up() {
     assert!(
         !client.is_finished(),
         "the black hole must be reported while the connect still hangs"
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "first unanswered report came late: {live}"
     );
     assert_eq!(live["syns"], 2, "reported at the first retransmit: {live}");
     assert_who(&live, &bed, "tc-hole");

@@ -13,6 +13,9 @@ pub struct Outcome {
     pub capabilities: Vec<(String, String)>,
     /// What went wrong outside the scenarios (a VM that hung, a script that failed).
     pub note: Option<String>,
+    /// The failed tests' own output (libtest's `---- name stdout ----` sections), so a CI log that
+    /// shows only the tables still says why.
+    pub failures: String,
     pub log: PathBuf,
 }
 
@@ -54,8 +57,27 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         passed,
         capabilities,
         note: fatal.or(unfinished),
+        failures: failure_sections(text),
         log,
     }
+}
+
+/// The lines from each `---- name stdout ----` header up to libtest's closing `failures:` list.
+fn failure_sections(text: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.starts_with("---- ") && line.ends_with(" stdout ----") {
+            inside = true;
+        } else if line.trim_end() == "failures:" {
+            inside = false;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn capabilities(kernel: &serde_json::Value) -> Vec<(String, String)> {
@@ -132,5 +154,24 @@ pub fn tables(outcomes: &[Outcome]) -> String {
             let _ = writeln!(out, "{}: {note}", o.release);
         }
     }
+    for o in outcomes.iter().filter(|o| !o.failures.is_empty()) {
+        let _ = write!(out, "\nfailed on {}:\n{}", o.release, o.failures);
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_sections;
+
+    #[test]
+    fn failure_sections_keep_each_failed_tests_output_and_nothing_else() {
+        let log = "KM-KERNEL 6.1\nrunning 2 tests\ntest a ... ok\ntest b ... FAILED\n\nfailures:\n\n\
+                   ---- b stdout ----\nthread 'b' panicked at x.rs:1:1:\nlate\n\nfailures:\n    b\n\n\
+                   test result: FAILED. 1 passed; 1 failed\n";
+        assert_eq!(
+            failure_sections(log),
+            "---- b stdout ----\nthread 'b' panicked at x.rs:1:1:\nlate\n\n"
+        );
+    }
 }
