@@ -1,8 +1,10 @@
 //! A miniature of Cilium's socket LB with its maps: a `cgroup/connect4` program (see
 //! `socket_lb.rs`) that rewrites `connect(VIP:port)` into `connect(backend:port)` and, as Cilium's
 //! `__sock4_xlate_fwd` does (Cilium `bpf/bpf_sock.c`, `sock4_update_revnat`), records the socket in
-//! a reverse socket NAT map keyed by {socket cookie, backend address, backend port}. The Service's
-//! reverse NAT, services and backends entries are written from here, as Cilium's agent writes them.
+//! a reverse socket NAT map keyed by {socket cookie, backend address, backend port}, and a
+//! `cgroup/sock_release` program that deletes the socket's entry when it is released, as Cilium's
+//! `cil_sock_release` does (`sock4_delete_revnat`). The Service's reverse NAT, services and
+//! backends entries are written from here, as Cilium's agent writes them.
 //!
 //! The maps carry Cilium's pinned names and the key and value layouts of Cilium 1.14 to 1.18
 //! (`bpf/lib/lb.h`), pinned in `tc/globals` of a bpffs mounted for the test alone. IPv4 only.
@@ -13,15 +15,17 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::socket_lb::{SocketLb, insn, ip_word, port_word};
+use crate::socket_lb::{Hook, SocketLb, insn, ip_word, port_word, raise_memlock_limit};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 const BPF_OBJ_PIN: libc::c_long = 6;
 const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
 const HELPER_MAP_UPDATE_ELEM: i32 = 2;
+const HELPER_MAP_DELETE_ELEM: i32 = 3;
 const HELPER_GET_SOCKET_COOKIE: i32 = 46;
 
 /// The reverse NAT index of the test Service, as Cilium's agent numbers frontends.
@@ -31,6 +35,7 @@ const BACKEND_ID: u32 = 1;
 
 pub struct CiliumLb {
     lb: Option<SocketLb>,
+    reverse_sk: OwnedFd,
     _maps: Vec<OwnedFd>,
     mount: PathBuf,
 }
@@ -41,6 +46,7 @@ fn bpf(cmd: libc::c_long, attr: &[u8]) -> libc::c_long {
 }
 
 fn create_map(kind: u32, name: &str, key: u32, value: u32) -> OwnedFd {
+    raise_memlock_limit();
     let mut attr = [0u8; 72];
     attr[0..4].copy_from_slice(&kind.to_ne_bytes());
     attr[4..8].copy_from_slice(&key.to_ne_bytes());
@@ -174,11 +180,17 @@ impl CiliumLb {
             .concat(),
         );
 
-        let program = rewriter(vip, backend, reverse_sk.as_raw_fd());
-        let lb = SocketLb::with_program(name, cgroup_root, &program);
+        let connect = rewriter(vip, backend, reverse_sk.as_raw_fd());
+        let release = releaser(reverse_sk.as_raw_fd());
+        let lb = SocketLb::with_programs(
+            name,
+            cgroup_root,
+            &[(Hook::Connect4, &connect), (Hook::SockRelease, &release)],
+        );
         CiliumLb {
             lb: Some(lb),
-            _maps: vec![reverse_sk, reverse_nat, services, backends],
+            reverse_sk,
+            _maps: vec![reverse_nat, services, backends],
             mount,
         }
     }
@@ -191,6 +203,16 @@ impl CiliumLb {
     /// The cgroup whose processes are load balanced: write a pid to its `cgroup.procs`.
     pub fn procs_file(&self) -> PathBuf {
         self.lb.as_ref().expect("attached").procs_file()
+    }
+
+    /// Whether the reverse socket NAT map holds no socket (all released).
+    pub fn reverse_sk_is_empty(&self) -> bool {
+        let mut next = [0u8; 16];
+        let mut attr = [0u8; 32];
+        attr[0..4].copy_from_slice(&(self.reverse_sk.as_raw_fd() as u32).to_ne_bytes());
+        // A null key asks for the first key.
+        attr[16..24].copy_from_slice(&(next.as_mut_ptr() as u64).to_ne_bytes());
+        bpf(BPF_MAP_GET_NEXT_KEY, &attr) != 0
     }
 }
 
@@ -229,6 +251,35 @@ fn rewriter(vip: SocketAddrV4, backend: SocketAddrV4, reverse_sk: i32) -> Vec<u8
         insn(0x63, 6, 2, USER_PORT, 0), // 23: ctx->user_port = w2
         insn(0xb7, 0, 0, 0, 1),   // 24: allow: r0 = 1
         insn(0x95, 0, 0, 0, 0),   // 25: exit
+    ]
+    .concat()
+}
+
+/// At release, an IPv4 socket's entry goes: the key is its cookie and its destination (the
+/// backend it was connected to), read from `struct bpf_sock`.
+fn releaser(reverse_sk: i32) -> Vec<u8> {
+    const FAMILY: i16 = 4;
+    const DST_PORT: i16 = 48;
+    const DST_IP4: i16 = 52;
+    const AF_INET: i32 = 2;
+    [
+        insn(0xbf, 6, 1, 0, 0),                          // 0: r6 = ctx
+        insn(0x61, 2, 6, FAMILY, 0),                     // 1: r2 = ctx->family
+        insn(0x56, 2, 0, 12, AF_INET),                   // 2: if w2 != AF_INET goto out
+        insn(0xbf, 1, 6, 0, 0),                          // 3: r1 = ctx
+        insn(0x85, 0, 0, 0, HELPER_GET_SOCKET_COOKIE),   // 4: r0 = cookie
+        insn(0x7b, 10, 0, -16, 0),                       // 5: key.cookie = r0
+        insn(0x61, 2, 6, DST_IP4, 0),                    // 6: r2 = ctx->dst_ip4
+        insn(0x63, 10, 2, -8, 0),                        // 7: key.address = w2
+        insn(0x61, 2, 6, DST_PORT, 0), // 8: r2 = ctx->dst_port (network order, low 16 bits)
+        insn(0x63, 10, 2, -4, 0),      // 9: key.port = w2, pad 0
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, reverse_sk), // 10: r1 = reverse_sk map
+        insn(0, 0, 0, 0, 0),           // 11: (second half of the 64-bit load)
+        insn(0xbf, 2, 10, 0, 0),       // 12: r2 = fp
+        insn(0x07, 2, 0, 0, -16),      // 13: r2 = &key
+        insn(0x85, 0, 0, 0, HELPER_MAP_DELETE_ELEM), // 14: delete
+        insn(0xb7, 0, 0, 0, 1),        // 15: out: r0 = 1
+        insn(0x95, 0, 0, 0, 0),        // 16: exit
     ]
     .concat()
 }

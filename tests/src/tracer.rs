@@ -150,6 +150,18 @@ impl Tracer {
         self.child.id()
     }
 
+    /// Stops the tracer's userspace (SIGSTOP): its kernel programs go on and the ring buffer holds
+    /// their records until `resume`. For what the kernel side alone must catch.
+    pub fn pause(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGSTOP) };
+    }
+
+    pub fn resume(&self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGCONT) };
+    }
+
     /// SIGTERM, then everything it printed until it exited; returns its exit status success.
     pub fn stop(self) -> (bool, Vec<Value>, String) {
         self.stop_with(libc::SIGTERM)

@@ -605,11 +605,15 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
     // bash's /dev/udp is a connected UDP socket, like nginx's resolver's: one A query for NAME.
     let query =
         r"\x42\x42\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03web\x04test\x00\x00\x01\x00\x01";
+    // The client sends and exits: Cilium deletes the socket's entry at its release, before the
+    // query is reported. With the tracer's userspace held until then, the Service can only have
+    // been read by its kernel hook as the query left.
     let script = format!(
-        "exec 3<>/dev/udp/{ip}/{port}; printf '{query}' >&3; sleep 2",
+        "exec 3<>/dev/udp/{ip}/{port}; printf '{query}' >&3",
         ip = vip.ip(),
         port = vip.port()
     );
+    tracer.pause();
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -621,6 +625,12 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
         .status()
         .expect("run the client");
     assert!(status.success(), "the client ran: {status}");
+    let released = lb.reverse_sk_is_empty();
+    tracer.resume();
+    assert!(
+        released,
+        "the client's socket is released and its entry gone"
+    );
     let r = tracer.expect("a dns record", Duration::from_secs(10), |v| {
         v["kind"] == "dns" && v["name"] == NAME
     });

@@ -397,10 +397,16 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
         "--cilium-bpffs",
         bpffs.to_str().expect("utf-8 path"),
     ]);
+    // Cilium deletes a socket's entry when the socket is released, which for a connect refused at
+    // its first SYN is at once: with the tracer's userspace held until the client has exited, the
+    // Service can only have been read by its kernel hook, as on a busy node. The client connects
+    // without blocking and reads SO_ERROR, as most do (curl, Go, nginx): a blocking connect() that
+    // fails disconnects the socket, which zeroes its port, and Cilium's delete misses then.
+    tracer.pause();
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "echo $$ > {procs} && exec ip netns exec {ns} timeout 3 bash -c 'exec 3<>/dev/tcp/{ip}/{port}'",
+            "echo $$ > {procs} && exec ip netns exec {ns} curl -s --noproxy '*' --max-time 3 http://{ip}:{port}/",
             procs = lb.procs_file().display(),
             ns = bed.client.name(),
             ip = vip.ip(),
@@ -409,6 +415,12 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
         .status()
         .expect("run the client");
     assert!(!status.success(), "nothing listens on the backend: refused");
+    let released = lb.reverse_sk_is_empty();
+    tracer.resume();
+    assert!(
+        released,
+        "the client's socket is released and its entry gone"
+    );
     let r = tracer.expect("refused", Duration::from_secs(5), |v| {
         v["kind"] == "connect" && v["final"] == true
     });

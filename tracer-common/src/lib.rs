@@ -8,6 +8,8 @@
 //! dispatch before it knows the record's type.
 #![no_std]
 
+pub mod cilium;
+
 /// Length of a task's `comm`, as in the kernel's `TASK_COMM_LEN`.
 pub const TASK_COMM_LEN: usize = 16;
 
@@ -42,6 +44,9 @@ pub const FLAG_DIALED_KNOWN: u16 = 4;
 /// `Attempt::flags`: `connect()` was called but the socket never reached `SYN_SENT` (no route, a
 /// local policy): no SYN left. Seen when the socket is destroyed; the errno stays in the syscall.
 pub const FLAG_NO_SYN: u16 = 8;
+/// `Attempt::flags`: `dialed_*` was read from a socket load balancer's reverse socket NAT map (Cilium's
+/// rewrite ran before the `connect()` hook), not from the address the hook was given.
+pub const FLAG_DIALED_BY_SOCKET_LB: u16 = 16;
 
 /// Address families as the kernel spells them.
 pub const AF_INET: u16 = 2;
@@ -259,7 +264,10 @@ pub struct PendingDns {
     pub question_len: u16,
     /// DNS header flags word (host order).
     pub flags: u16,
-    pub _pad: [u8; 6],
+    /// 1: `dialed_addr` was read from a socket load balancer's reverse socket NAT map (Cilium's
+    /// connect rewrite had made the socket's remote address the backend).
+    pub dialed_by_socket_lb: u8,
+    pub _pad: [u8; 5],
     /// The question section's first bytes, raw wire format.
     pub question: [u8; DNS_QUESTION_BYTES],
 }
@@ -281,7 +289,8 @@ impl Default for PendingDns {
             family: 0,
             question_len: 0,
             flags: 0,
-            _pad: [0; 6],
+            dialed_by_socket_lb: 0,
+            _pad: [0; 5],
             question: [0; DNS_QUESTION_BYTES],
         }
     }

@@ -3,7 +3,10 @@
 //! - the network namespace (read from the socket, `sock_fields::netns_inode`), used to filter in the
 //!   kernel and to name the namespace in userspace;
 //! - the address the application passed, before a socket-level load balancer (Cilium's socket LB)
-//!   rewrites it: the Service address the app meant.
+//!   rewrites it: the Service address the app meant. Where the kernel runs Cilium's hook first (no
+//!   `BPF_F_PREORDER`), the address is already the backend, and Cilium's reverse socket NAT map,
+//!   read here while the socket lives, says what was dialled (Cilium deletes the entry when the
+//!   socket is released, often before userspace could ask).
 //!
 //! It also records the caller (this is its own context), and opens the attempt (`attempts.rs`),
 //! keyed by the socket's kernel address (the `sk` every later hook gets). `inet_sock_set_state.rs`
@@ -13,13 +16,23 @@
 //! The hook runs once per attempt: the kernel calls it only for a socket that is not connecting or
 //! connected yet, not for the repeated `connect()` calls that poll a non-blocking one.
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid, macros::cgroup_sock_addr, programs::SockAddrContext,
+    EbpfContext as _,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_socket_cookie},
+    macros::cgroup_sock_addr,
+    programs::SockAddrContext,
 };
-use tracer_common::{AF_INET, AF_INET6, Attempt, FLAG_DIALED_KNOWN, counter};
+use tracer_common::{
+    AF_INET, AF_INET6, Attempt, FLAG_DIALED_BY_SOCKET_LB, FLAG_DIALED_KNOWN,
+    cilium::{REVERSE_SK4_BOUND, REVERSE_SK6_BOUND, RevSk4Key, RevSk6Key},
+    counter,
+};
 
 use crate::{
     attempts::{self, Sock},
-    maps::{caller, count, filter, hooks_only},
+    maps::{
+        CILIUM_REVERSE_SK4, CILIUM_REVERSE_SK6, caller, cilium_reverse_sk, count, filter,
+        hooks_only,
+    },
     sock_fields,
 };
 
@@ -78,7 +91,7 @@ fn remember(ctx: &SockAddrContext, family: u16) {
     // user_port holds the port in network order in its low 16 bits.
     let port = u16::from_be(sa.user_port as u16);
     let who = caller(bpf_get_current_pid_tgid());
-    let attempt = Attempt {
+    let mut attempt = Attempt {
         sock,
         netns_inode,
         cgroup_id: who.cgroup_id,
@@ -93,6 +106,66 @@ fn remember(ctx: &SockAddrContext, family: u16) {
         flags: FLAG_DIALED_KNOWN,
         ..Attempt::default()
     };
+    if let Some((dialed, dialed_port)) = dialled_via_cilium(ctx, family, &addr, sa.user_port) {
+        attempt.dialed_addr = dialed;
+        attempt.dialed_port = dialed_port;
+        attempt.flags |= FLAG_DIALED_BY_SOCKET_LB;
+    }
     count(counter::ATTEMPTS_STARTED);
     attempts::open(Sock(sock), &attempt);
+}
+
+/// The Service address and port (host order) Cilium rewrote this `connect()` from, when its map
+/// is bound and has the socket: keyed by the socket's cookie and the backend it now connects to
+/// (`addr`, and `user_port` in network order in its low 16 bits).
+#[expect(
+    clippy::inline_always,
+    reason = "inlined into `remember` so `family` stays a constant and one family's lookup is kept"
+)]
+#[inline(always)]
+fn dialled_via_cilium(
+    ctx: &SockAddrContext,
+    family: u16,
+    addr: &[u8; 16],
+    user_port: u32,
+) -> Option<([u8; 16], u16)> {
+    let bound = cilium_reverse_sk();
+    let port = (user_port as u16).to_ne_bytes();
+    let mut dialed = [0u8; 16];
+    if family == AF_INET {
+        if bound & REVERSE_SK4_BOUND == 0 {
+            return None;
+        }
+        let mut address = [0u8; 4];
+        address.copy_from_slice(&addr[..4]);
+        let key = RevSk4Key {
+            cookie: cookie(ctx),
+            address,
+            port,
+            pad: [0; 2],
+        };
+        // SAFETY: the value is copied out at once, before any other map call.
+        let value = *unsafe { CILIUM_REVERSE_SK4.get(&key) }?;
+        dialed[..4].copy_from_slice(&value.address);
+        Some((dialed, u16::from_be_bytes(value.port)))
+    } else {
+        if bound & REVERSE_SK6_BOUND == 0 {
+            return None;
+        }
+        let key = RevSk6Key {
+            cookie: cookie(ctx),
+            address: *addr,
+            port,
+            pad: [0; 2],
+            tail: [0; 4],
+        };
+        // SAFETY: as above.
+        let value = *unsafe { CILIUM_REVERSE_SK6.get(&key) }?;
+        Some((value.address, u16::from_be_bytes(value.port)))
+    }
+}
+
+fn cookie(ctx: &SockAddrContext) -> u64 {
+    // SAFETY: the helper reads the context's socket, always set in connect hooks.
+    unsafe { bpf_get_socket_cookie(ctx.as_ptr()) }
 }

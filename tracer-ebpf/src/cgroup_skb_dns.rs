@@ -22,11 +22,16 @@ use aya_ebpf::{
 };
 use tracer_common::{
     AF_INET, AF_INET6, DNS_QUESTION_BYTES, DnsEvent, DnsHealthyStats, DnsKey, EVENT_DNS_REPLY,
-    Endpoint, PendingDns, counter,
+    Endpoint, PendingDns,
+    cilium::{REVERSE_SK4_BOUND, RevSk4Key},
+    counter,
 };
 
 use crate::{
-    maps::{EVENTS, count, filter, hooks_only, now_ns, sock_offsets},
+    maps::{
+        CILIUM_REVERSE_SK4, EVENTS, cilium_reverse_sk, count, filter, hooks_only, now_ns,
+        sock_offsets,
+    },
     maps_dns::{DNS_HEALTHY, DNS_SOCK_ANSWERED, PENDING_DNS, QUERY_SCRATCH, dns_config},
     sock_fields::{self, read},
 };
@@ -178,7 +183,23 @@ fn query(ctx: &SkBuffContext) -> Option<()> {
     set_caller(ctx, pending);
     if udp.family == AF_INET {
         // Remote address of a connected socket, network order (0 if unconnected).
-        pending.dialed_addr[..4].copy_from_slice(&ctx.skb.remote_ipv4().to_ne_bytes());
+        let remote = ctx.skb.remote_ipv4().to_ne_bytes();
+        pending.dialed_addr[..4].copy_from_slice(&remote);
+        if remote != [0; 4] && cilium_reverse_sk() & REVERSE_SK4_BOUND != 0 {
+            // Cilium's socket LB connected it to the backend; its map, read while the socket
+            // lives, says which Service was dialled (it is gone once the socket is released).
+            let socket = RevSk4Key {
+                cookie: key.socket_cookie,
+                address: remote,
+                port: udp.dport.to_be_bytes(),
+                pad: [0; 2],
+            };
+            // SAFETY: the value is copied out at once.
+            if let Some(entry) = unsafe { CILIUM_REVERSE_SK4.get(&socket) } {
+                pending.dialed_addr[..4].copy_from_slice(&entry.address);
+                pending.dialed_by_socket_lb = 1;
+            }
+        }
     }
     let start = udp.payload + DNS_HEADER_LEN;
     let available = (ctx.len() as usize).saturating_sub(start);

@@ -28,8 +28,8 @@ use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::btf_tracepoint, programs::BtfTracePointContext,
 };
 use tracer_common::{
-    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED,
-    HealthyKey, HealthyStats, counter,
+    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_BY_SOCKET_LB,
+    FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED, HealthyKey, HealthyStats, counter,
 };
 
 use crate::{
@@ -93,7 +93,7 @@ fn on_syn_sent(sk: Sock) {
         attempt.dport = addrs.dport;
         attempt.syn_count = 1;
         attempt.cookie = sock_fields::cookie(sk.0);
-        attempt.flags &= FLAG_DIALED_KNOWN;
+        attempt.flags &= FLAG_DIALED_KNOWN | FLAG_DIALED_BY_SOCKET_LB;
         attempt.soft_error = 0;
         return;
     }

@@ -6,7 +6,9 @@ use aya_ebpf::{
 };
 use tracer_common::{
     Attempt, ConnectEvent, EVENT_SYN_RETRANSMIT, HealthyKey, HealthyStats, KernelFilter,
-    MAX_ATTEMPTS, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets, counter,
+    MAX_ATTEMPTS, MAX_HEALTHY_DESTINATIONS, RING_BUFFER_BYTES, SockOffsets,
+    cilium::{RevSk4Key, RevSk4Value, RevSk6Key, RevSk6Value},
+    counter,
 };
 
 /// The LRU map written on every connect keeps one LRU list per CPU: no cross-CPU lock on insert. Each
@@ -67,6 +69,26 @@ pub static HEALTHY: LruPerCpuHashMap<HealthyKey, HealthyStats> =
 /// Per-CPU counters, indexed by `tracer_common::counter`.
 #[map]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Cilium's reverse socket NAT maps (`tracer_common::cilium`): userspace binds these to Cilium's
+/// pinned maps before load when they are there with the layouts we know, and says so in
+/// `CILIUM_REVERSE_SK`; otherwise they stay one-entry maps nobody writes and are never read.
+#[map]
+pub static CILIUM_REVERSE_SK4: LruHashMap<RevSk4Key, RevSk4Value> =
+    LruHashMap::with_max_entries(1, 0);
+#[map]
+pub static CILIUM_REVERSE_SK6: LruHashMap<RevSk6Key, RevSk6Value> =
+    LruHashMap::with_max_entries(1, 0);
+
+/// `tracer_common::cilium::REVERSE_SK{4,6}_BOUND` bits, set by userspace before load.
+#[unsafe(no_mangle)]
+static CILIUM_REVERSE_SK: u32 = 0;
+
+/// Which of `CILIUM_REVERSE_SK{4,6}` are Cilium's.
+pub fn cilium_reverse_sk() -> u32 {
+    // SAFETY: a plain static; the volatile read stops the compiler from folding the default.
+    unsafe { core::ptr::read_volatile(&raw const CILIUM_REVERSE_SK) }
+}
 
 /// Set by userspace before load (read-only data, so the verifier treats it as a constant).
 #[unsafe(no_mangle)]

@@ -170,6 +170,7 @@ async fn trace(
         !args.pipeline.no_dns,
         args.pipeline.cgroup_root.as_deref(),
         !args.pipeline.no_preorder,
+        &cilium.reverse_sk_pins(),
     )?;
     for warning in kernel.capabilities.warnings() {
         eprintln!("{warning}");

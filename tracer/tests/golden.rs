@@ -233,7 +233,8 @@ fn dns_bytes(rcode: u8, sent_ms: u64, reply_ms: u64, question: &[u8]) -> Vec<u8>
             family,
             question_len: question.len() as u16,
             flags: 0,
-            _pad: [0; 6],
+            dialed_by_socket_lb: 0,
+            _pad: [0; 5],
             question: q,
         },
     };

@@ -31,6 +31,8 @@ const TEST_PACKAGES: &[&str] = &[
     "dnsmasq-base",
     "dnsutils",
     "nginx-light",
+    // A client that connects without blocking and reads SO_ERROR (the Cilium socket LB test).
+    "curl",
     "qemu-system-x86",
     "busybox-static",
     "xz-utils",

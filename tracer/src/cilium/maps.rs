@@ -18,50 +18,8 @@
 //! as a key here: kept as bytes. Backend ids are host order `u32`s, likewise only compared.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// `cilium_lb4_reverse_sk` key (`struct ipv4_revnat_tuple`): the socket cookie and the backend
-/// the socket was connected to.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RevSk4Key {
-    pub cookie: u64,
-    pub address: [u8; 4],
-    pub port: [u8; 2],
-    pub pad: [u8; 2],
-}
-const _: () = assert!(size_of::<RevSk4Key>() == 16);
-
-/// `cilium_lb4_reverse_sk` value (`struct ipv4_revnat_entry`): the Service address the
-/// application dialled, and its reverse NAT index.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RevSk4Value {
-    pub address: [u8; 4],
-    pub port: [u8; 2],
-    pub rev_nat_index: [u8; 2],
-}
-const _: () = assert!(size_of::<RevSk4Value>() == 8);
-
-/// `cilium_lb6_reverse_sk` key (`struct ipv6_revnat_tuple`; C pads it to 32 for the `u64`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RevSk6Key {
-    pub cookie: u64,
-    pub address: [u8; 16],
-    pub port: [u8; 2],
-    pub pad: [u8; 2],
-    pub tail: [u8; 4],
-}
-const _: () = assert!(size_of::<RevSk6Key>() == 32);
-
-/// `cilium_lb6_reverse_sk` value (`struct ipv6_revnat_entry`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RevSk6Value {
-    pub address: [u8; 16],
-    pub port: [u8; 2],
-    pub rev_nat_index: [u8; 2],
-}
-const _: () = assert!(size_of::<RevSk6Value>() == 20);
+/// The reverse socket NAT map's layouts, shared with the kernel's `connect()` hook.
+pub use tracer_common::cilium::{RevSk4Key, RevSk4Value, RevSk6Key, RevSk6Value};
 
 /// `cilium_lb4_reverse_nat` value (`struct lb4_reverse_nat`, packed): the Service frontend of a
 /// reverse NAT index. Its key is the index, 2 bytes.
@@ -150,10 +108,6 @@ const _: () = assert!(size_of::<Backend6>() == 24);
 
 // SAFETY: plain `#[repr(C)]` data with every byte a named field (no implicit padding), valid for
 // any bit pattern.
-unsafe impl aya::Pod for RevSk4Key {}
-unsafe impl aya::Pod for RevSk4Value {}
-unsafe impl aya::Pod for RevSk6Key {}
-unsafe impl aya::Pod for RevSk6Value {}
 unsafe impl aya::Pod for RevNat4 {}
 unsafe impl aya::Pod for RevNat6 {}
 unsafe impl aya::Pod for Service4Key {}
@@ -175,29 +129,6 @@ pub fn v6(address: [u8; 16], port: [u8; 2]) -> SocketAddr {
         IpAddr::V6(Ipv6Addr::from(address)),
         u16::from_be_bytes(port),
     )
-}
-
-impl RevSk4Key {
-    pub fn new(cookie: u64, backend: Ipv4Addr, port: u16) -> RevSk4Key {
-        RevSk4Key {
-            cookie,
-            address: backend.octets(),
-            port: port.to_be_bytes(),
-            pad: [0; 2],
-        }
-    }
-}
-
-impl RevSk6Key {
-    pub fn new(cookie: u64, backend: Ipv6Addr, port: u16) -> RevSk6Key {
-        RevSk6Key {
-            cookie,
-            address: backend.octets(),
-            port: port.to_be_bytes(),
-            pad: [0; 2],
-            tail: [0; 4],
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,10 +10,12 @@
 //! counts those that are not: a socket glued to a backend Cilium has since removed, the nginx
 //! resolver case).
 //!
-//! Cilium deletes a socket's entry when the socket is released (`cil_sock_release`), so a socket is
-//! looked up while it lives: a connect at its first SYN retransmit, a DNS query when it is
-//! reported. Names found are kept by cookie until the flow could end (`OPEN_FLOW_TTL`), for its
-//! final record.
+//! Cilium deletes a socket's entry when the socket is released (`cil_sock_release`), often before
+//! userspace hears of a connect refused at its first SYN. So the kernel's `connect()` hook reads
+//! the map itself, right after Cilium's hook wrote it (`reverse_sk_pins`; the attempt then carries
+//! the dialled Service). Userspace asks the map only for what the hook could not (a DNS query, a
+//! tracer started after the connect), while the socket lives; names found are kept by cookie until
+//! the flow could end (`OPEN_FLOW_TTL`), for its final record.
 //!
 //! Layouts (`maps.rs`) are those of Cilium 1.14 to 1.18; a map whose key or value size differs is
 //! not read, and `stats.socket_lb.cilium.unreadable` says which and why. Nothing here can fail the
@@ -69,6 +71,17 @@ struct Family<RK, RV, SK, B, RN> {
     backends: Maps<u32, B>,
 }
 
+const REVERSE_SK4: &str = "cilium_lb4_reverse_sk";
+const REVERSE_SK6: &str = "cilium_lb6_reverse_sk";
+
+/// The reverse socket NAT maps that were read, by pin: the kernel's `connect()` hook reads these
+/// itself (`KernelSide::load`), while the socket lives.
+#[derive(Debug, Default)]
+pub struct ReverseSkPins {
+    pub v4: Option<PathBuf>,
+    pub v6: Option<PathBuf>,
+}
+
 /// Cilium's load-balancing maps, opened from their pins.
 pub struct CiliumMaps {
     dir: PathBuf,
@@ -92,13 +105,13 @@ impl CiliumMaps {
             unreadable: Vec::new(),
         };
         let v4 = Family {
-            reverse_sk: o.map("cilium_lb4_reverse_sk"),
+            reverse_sk: o.map(REVERSE_SK4),
             reverse_nat: o.map("cilium_lb4_reverse_nat"),
             services: o.map("cilium_lb4_services_v2"),
             backends: o.map("cilium_lb4_backends_v3"),
         };
         let v6 = Family {
-            reverse_sk: o.map("cilium_lb6_reverse_sk"),
+            reverse_sk: o.map(REVERSE_SK6),
             reverse_nat: o.map("cilium_lb6_reverse_nat"),
             services: o.map("cilium_lb6_services_v2"),
             backends: o.map("cilium_lb6_backends_v3"),
@@ -120,6 +133,31 @@ impl CiliumMaps {
         self.v4.reverse_sk.is_some() || self.v6.reverse_sk.is_some()
     }
 
+    /// Where the reverse socket NAT maps that were read are pinned.
+    pub fn reverse_sk_pins(&self) -> ReverseSkPins {
+        ReverseSkPins {
+            v4: self
+                .v4
+                .reverse_sk
+                .is_some()
+                .then(|| self.dir.join(REVERSE_SK4)),
+            v6: self
+                .v6
+                .reverse_sk
+                .is_some()
+                .then(|| self.dir.join(REVERSE_SK6)),
+        }
+    }
+
+    /// Counts a Service the kernel's `connect()` hook read from the reverse socket NAT map (once
+    /// per flow, at its end), and whether `backend` is still one of its backends.
+    pub fn named_at_connect(&mut self, service: SocketAddr, backend: SocketAddr, proto: u8) {
+        self.named += 1;
+        if self.backend_is_gone(service, backend, proto, None) {
+            self.backend_gone += 1;
+        }
+    }
+
     /// The Service the application dialled, when Cilium's socket LB connected socket `cookie` to
     /// `backend` instead; `proto` is `IPPROTO_TCP` or `IPPROTO_UDP`. `at_ns` dates the flow for
     /// `expire`.
@@ -139,7 +177,7 @@ impl CiliumMaps {
         }
         let (service, rev_nat_index) = self.reverse_sk(cookie, backend)?;
         self.named += 1;
-        if self.backend_is_gone(service, backend, proto, rev_nat_index) {
+        if self.backend_is_gone(service, backend, proto, Some(rev_nat_index)) {
             self.backend_gone += 1;
         }
         self.cache.insert((cookie, backend), (service, at_ns));
@@ -168,18 +206,19 @@ impl CiliumMaps {
     }
 
     /// True when the maps say `backend` is no longer among the backends of the Service frontend
-    /// the socket dialled (or the frontend is gone or renumbered); false when they agree or cannot
-    /// say. The frontend is looked up as dialled, then as the reverse NAT map names the index
-    /// (a `NodePort` dialled on a node address is a wildcard frontend, address 0).
+    /// the socket dialled (or the frontend is gone or, when the socket's index is known,
+    /// renumbered); false when they agree or cannot say. The frontend is looked up as dialled,
+    /// then as the reverse NAT map names the index (a `NodePort` dialled on a node address is a
+    /// wildcard frontend, address 0).
     fn backend_is_gone(
         &self,
         service: SocketAddr,
         backend: SocketAddr,
         proto: u8,
-        rev_nat_index: [u8; 2],
+        rev_nat_index: Option<[u8; 2]>,
     ) -> bool {
         let mut frontends = vec![service];
-        frontends.extend(self.reverse_nat(backend.ip(), rev_nat_index));
+        frontends.extend(rev_nat_index.and_then(|i| self.reverse_nat(backend.ip(), i)));
         let Some(current) = frontends
             .into_iter()
             .map(|f| self.frontend(f, proto))
@@ -188,7 +227,9 @@ impl CiliumMaps {
             return true;
         };
         match current {
-            Lookup::Found(index, list) => index != rev_nat_index || !list.contains(&backend),
+            Lookup::Found(index, list) => {
+                rev_nat_index.is_some_and(|i| i != index) || !list.contains(&backend)
+            }
             Lookup::Absent => true,
             Lookup::Unknown => false,
         }

@@ -19,11 +19,16 @@ const IPPROTO_UDP: u8 = 17;
 
 impl Enricher {
     /// The Service and the server behind it, when load balancing was seen: the connected address
-    /// versus the packet's destination (DNAT in the sender's namespace), else Cilium's reverse
-    /// socket NAT map (its socket LB rewrote the connect before our hook ran), else the node's
+    /// versus the packet's destination (DNAT in the sender's namespace, or Cilium's socket LB as
+    /// the kernel hook read its map), else Cilium's reverse socket NAT map read here, else the node's
     /// conntrack entry of the query (kube-proxy DNAT after the packet left the sender's namespace).
     pub fn dns_service_server(&mut self, query: &Query) -> Option<ServiceServer> {
         if let Some(dialed) = query.dialed() {
+            if query.pending.dialed_by_socket_lb != 0
+                && let Some(cilium) = &mut self.cilium
+            {
+                cilium.named_at_connect(dialed, query.server(), IPPROTO_UDP);
+            }
             return Some((dialed, query.server()));
         }
         let server = query.server();

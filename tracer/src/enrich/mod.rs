@@ -11,7 +11,7 @@ use std::{
 };
 
 use hashbrown::HashMap;
-use tracer_common::{FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
+use tracer_common::{FLAG_DIALED_BY_SOCKET_LB, FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
 
 use crate::conntrack::{
     netlink::{Conntrack, Direction, Entry},
@@ -75,14 +75,21 @@ pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
 
 impl Enricher {
     /// Socket-level LB: the app dialled the Service, the socket holds the backend; when our hook
-    /// ran after the rewrite, Cilium's reverse socket NAT map says what was dialled (an entry
-    /// exists only for a socket Cilium rewrote, so it is asked first: no netlink round trip).
+    /// ran after the rewrite, Cilium's reverse socket NAT map says what was dialled (read by the
+    /// hook itself, else here: an entry exists only for a socket Cilium rewrote, so it is asked
+    /// first, with no netlink round trip).
     /// Otherwise ask conntrack whether the socket's destination was DNAT'd (kube-proxy) and to
     /// which backend; if the entry is gone, the destroy events. A refusal by RST with no entry
     /// left is what makes `auto` follow destroy events.
     pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
         let (dst, dialed) = destinations(flow);
         if let Some(service) = dialed {
+            if flow.is_final
+                && flow.attempt.flags & FLAG_DIALED_BY_SOCKET_LB != 0
+                && let Some(cilium) = &mut self.cilium
+            {
+                cilium.named_at_connect(service, dst, IPPROTO_TCP);
+            }
             return Some(ServiceBackend {
                 service,
                 backend: dst,

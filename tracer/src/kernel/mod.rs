@@ -26,7 +26,12 @@ use aya::{
     programs::{BtfTracePoint, CgroupAttachMode, CgroupSockAddr, ProgramError},
 };
 use tokio::io::unix::AsyncFd;
-use tracer_common::{KernelFilter, SockOffsets};
+use tracer_common::{
+    KernelFilter, SockOffsets,
+    cilium::{REVERSE_SK4_BOUND, REVERSE_SK6_BOUND},
+};
+
+use crate::cilium::ReverseSkPins;
 
 use self::{
     capabilities::Capabilities,
@@ -63,6 +68,7 @@ impl KernelSide {
         dns_hooks: bool,
         cgroup_root: Option<&std::path::Path>,
         preorder: bool,
+        cilium: &ReverseSkPins,
     ) -> anyhow::Result<KernelSide> {
         let paths = preflight::Paths::from_env();
         let (btf_data, mounted_cgroup_root) = preflight::check(&paths)?;
@@ -77,12 +83,27 @@ impl KernelSide {
         let btf = Btf::parse(&btf_data, Endianness::default())
             .with_context(|| format!("parsing kernel BTF {}", paths.btf.display()))?;
         let dns_config = dns::config(dns_slow_reply);
-        let mut ebpf = EbpfLoader::new()
+        let mut loader = EbpfLoader::new();
+        loader
             .btf(Some(&btf))
             .override_global("FILTER", &filter, true)
             .override_global("SOCK_OFFSETS", &sock_offsets, true)
             .override_global("DNS_CONFIG", &dns_config, true)
-            .map_max_entries("ATTEMPTS", max_attempts)
+            .map_max_entries("ATTEMPTS", max_attempts);
+        // Cilium's reverse socket NAT maps, where userspace could read them (so their layouts are
+        // ours): the connect() hook reads the pinned maps themselves.
+        let mut bound = 0;
+        for (pin, map, bit) in [
+            (&cilium.v4, "CILIUM_REVERSE_SK4", REVERSE_SK4_BOUND),
+            (&cilium.v6, "CILIUM_REVERSE_SK6", REVERSE_SK6_BOUND),
+        ] {
+            if let Some(pin) = pin {
+                loader.map_pin_path(map, pin.as_path());
+                bound |= bit;
+            }
+        }
+        let mut ebpf = loader
+            .override_global("CILIUM_REVERSE_SK", &bound, true)
             .load(PROGRAMS)
             .context("loading the eBPF object (maps and programs)")?;
 

@@ -70,6 +70,11 @@ pub const SCENARIOS: &[Scenario] = &[
         label: "Service: live + dead backend",
     },
     Scenario {
+        binary: "service_backends",
+        test: "cilium_socket_lb_before_the_hook_names_the_service_from_its_maps",
+        label: "Cilium socket LB: TCP named",
+    },
+    Scenario {
         binary: "dns",
         test: "dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one",
         label: "DNS answered (healthy)",
@@ -88,6 +93,11 @@ pub const SCENARIOS: &[Scenario] = &[
         binary: "dns",
         test: "dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket",
         label: "DNS stuck socket (nginx)",
+    },
+    Scenario {
+        binary: "dns",
+        test: "dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_maps",
+        label: "Cilium socket LB: DNS named",
     },
     Scenario {
         binary: "reply_lost",
