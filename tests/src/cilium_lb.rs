@@ -7,15 +7,16 @@
 //! backends entries are written from here, as Cilium's agent writes them.
 //!
 //! The maps carry Cilium's pinned names and the key and value layouts of Cilium 1.14 to 1.18
-//! (`bpf/lib/lb.h`), pinned in `tc/globals` of a bpffs mounted for the test alone. IPv4 only.
+//! (`bpf/lib/lb.h`, `bpf/lib/common.h`), pinned in `tc/globals` of a bpffs mounted for the test
+//! alone: the IPv4 maps for an IPv4 Service, the IPv6 maps for an IPv6 one.
 use std::{
     fs,
-    net::SocketAddrV4,
+    net::{IpAddr, SocketAddr},
     os::fd::{AsRawFd, FromRawFd, OwnedFd},
     path::{Path, PathBuf},
 };
 
-use crate::socket_lb::{Hook, SocketLb, insn, ip_word, port_word, raise_memlock_limit};
+use crate::socket_lb::{Hook, SocketLb, insn, raise_memlock_limit};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
@@ -36,6 +37,7 @@ const BACKEND_ID: u32 = 1;
 pub struct CiliumLb {
     lb: Option<SocketLb>,
     reverse_sk: OwnedFd,
+    reverse_sk_key_size: usize,
     _maps: Vec<OwnedFd>,
     mount: PathBuf,
 }
@@ -45,12 +47,12 @@ fn bpf(cmd: libc::c_long, attr: &[u8]) -> libc::c_long {
     unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_ptr(), attr.len()) }
 }
 
-fn create_map(kind: u32, name: &str, key: u32, value: u32) -> OwnedFd {
+fn create_map(kind: u32, name: &str, key: usize, value: usize) -> OwnedFd {
     raise_memlock_limit();
     let mut attr = [0u8; 72];
     attr[0..4].copy_from_slice(&kind.to_ne_bytes());
-    attr[4..8].copy_from_slice(&key.to_ne_bytes());
-    attr[8..12].copy_from_slice(&value.to_ne_bytes());
+    attr[4..8].copy_from_slice(&(key as u32).to_ne_bytes());
+    attr[8..12].copy_from_slice(&(value as u32).to_ne_bytes());
     attr[12..16].copy_from_slice(&1024u32.to_ne_bytes());
     // The kernel keeps 15 bytes of a name (Cilium's maps show truncated in `bpftool map` too).
     let short = &name.as_bytes()[..name.len().min(15)];
@@ -92,10 +94,31 @@ fn update(fd: &OwnedFd, key: &[u8], value: &[u8]) {
     );
 }
 
-/// `struct lb4_key` of `address:port`, backend slot `slot`, protocol 0 (Cilium before 1.17).
-fn service_key(addr: SocketAddrV4, slot: u16) -> Vec<u8> {
+fn octets(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(ip) => ip.octets().to_vec(),
+        IpAddr::V6(ip) => ip.octets().to_vec(),
+    }
+}
+
+/// Cilium's address fields in network order, as the little-endian 32-bit words a program loads
+/// and stores.
+fn address_words(ip: IpAddr) -> Vec<i32> {
+    octets(ip)
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+/// A port in network order in the low 16 bits of a word, as `user_port` and `dst_port` hold it.
+fn port_word(port: u16) -> i32 {
+    i32::from(u16::from_le_bytes(port.to_be_bytes()))
+}
+
+/// `struct lb{4,6}_key` of `address:port`, backend slot `slot`, protocol 0 (Cilium before 1.17).
+fn service_key(addr: SocketAddr, slot: u16) -> Vec<u8> {
     [
-        &addr.ip().octets()[..],
+        &octets(addr.ip())[..],
         &addr.port().to_be_bytes(),
         &slot.to_ne_bytes(),
         &[0, 0, 0, 0],
@@ -103,7 +126,7 @@ fn service_key(addr: SocketAddrV4, slot: u16) -> Vec<u8> {
     .concat()
 }
 
-/// `struct lb4_service`: backend id (0 for the frontend), backend count, reverse NAT index
+/// `struct lb{4,6}_service`: backend id (0 for the frontend), backend count, reverse NAT index
 /// (network order, as the agent writes it), flags.
 fn service_value(backend_id: u32, count: u16) -> Vec<u8> {
     [
@@ -115,15 +138,41 @@ fn service_value(backend_id: u32, count: u16) -> Vec<u8> {
     .concat()
 }
 
+/// One family's map names, sizes and hooks.
+struct Family {
+    v: char,
+    hook: Hook,
+    /// `struct ipv{4,6}_revnat_tuple` and `_entry` sizes.
+    reverse_sk: (usize, usize),
+}
+
+fn family(ip: IpAddr) -> Family {
+    match ip {
+        IpAddr::V4(_) => Family {
+            v: '4',
+            hook: Hook::Connect4,
+            reverse_sk: (16, 8),
+        },
+        IpAddr::V6(_) => Family {
+            v: '6',
+            hook: Hook::Connect6,
+            reverse_sk: (32, 20),
+        },
+    }
+}
+
 impl CiliumLb {
-    /// Mounts a bpffs, creates and pins Cilium's IPv4 LB maps with the Service `vip` -> `backend`,
-    /// and attaches the rewriter to a new cgroup under the v2 root.
+    /// Mounts a bpffs, creates and pins Cilium's LB maps of `vip`'s family with the Service
+    /// `vip` -> `backend`, and attaches the rewriter and the releaser to a new cgroup under the v2
+    /// root.
     pub fn new(
         name: &str,
         cgroup_root: &str,
-        vip: SocketAddrV4,
-        backend: SocketAddrV4,
+        vip: impl Into<SocketAddr>,
+        backend: impl Into<SocketAddr>,
     ) -> CiliumLb {
+        let (vip, backend) = (vip.into(), backend.into());
+        assert_eq!(vip.is_ipv4(), backend.is_ipv4(), "one family");
         let mount = std::env::temp_dir().join(format!("{name}-bpffs-{}", std::process::id()));
         fs::create_dir_all(&mount).expect("bpffs mount point");
         let c_mount = std::ffi::CString::new(mount.as_os_str().as_encoded_bytes()).expect("path");
@@ -145,23 +194,24 @@ impl CiliumLb {
         let globals = mount.join("tc/globals");
         fs::create_dir_all(&globals).expect("tc/globals");
 
-        let reverse_sk = create_map(BPF_MAP_TYPE_LRU_HASH, "cilium_lb4_reverse_sk", 16, 8);
-        let reverse_nat = create_map(BPF_MAP_TYPE_HASH, "cilium_lb4_reverse_nat", 2, 6);
-        let services = create_map(BPF_MAP_TYPE_HASH, "cilium_lb4_services_v2", 12, 12);
-        let backends = create_map(BPF_MAP_TYPE_HASH, "cilium_lb4_backends_v3", 4, 12);
-        for (fd, name) in [
-            (&reverse_sk, "cilium_lb4_reverse_sk"),
-            (&reverse_nat, "cilium_lb4_reverse_nat"),
-            (&services, "cilium_lb4_services_v2"),
-            (&backends, "cilium_lb4_backends_v3"),
-        ] {
-            pin(fd, &globals.join(name));
-        }
+        let f = family(vip.ip());
+        let alen = octets(vip.ip()).len();
+        let map = |kind, what: &str, key, value| {
+            let name = format!("cilium_lb{}_{what}", f.v);
+            let fd = create_map(kind, &name, key, value);
+            pin(&fd, &globals.join(&name));
+            fd
+        };
+        let (key, value) = f.reverse_sk;
+        let reverse_sk = map(BPF_MAP_TYPE_LRU_HASH, "reverse_sk", key, value);
+        let reverse_nat = map(BPF_MAP_TYPE_HASH, "reverse_nat", 2, alen + 2);
+        let services = map(BPF_MAP_TYPE_HASH, "services_v2", alen + 8, 12);
+        let backends = map(BPF_MAP_TYPE_HASH, "backends_v3", 4, alen + 8);
         // What Cilium's agent writes for a Service with one backend.
         update(
             &reverse_nat,
             &REV_NAT_INDEX.to_be_bytes(),
-            &[&vip.ip().octets()[..], &vip.port().to_be_bytes()].concat(),
+            &[&octets(vip.ip())[..], &vip.port().to_be_bytes()].concat(),
         );
         update(&services, &service_key(vip, 0), &service_value(0, 1));
         update(
@@ -173,7 +223,7 @@ impl CiliumLb {
             &backends,
             &BACKEND_ID.to_ne_bytes(),
             &[
-                &backend.ip().octets()[..],
+                &octets(backend.ip())[..],
                 &backend.port().to_be_bytes(),
                 &[0u8; 6],
             ]
@@ -181,15 +231,16 @@ impl CiliumLb {
         );
 
         let connect = rewriter(vip, backend, reverse_sk.as_raw_fd());
-        let release = releaser(reverse_sk.as_raw_fd());
+        let release = releaser(vip.ip(), reverse_sk.as_raw_fd());
         let lb = SocketLb::with_programs(
             name,
             cgroup_root,
-            &[(Hook::Connect4, &connect), (Hook::SockRelease, &release)],
+            &[(f.hook, &connect), (Hook::SockRelease, &release)],
         );
         CiliumLb {
             lb: Some(lb),
             reverse_sk,
+            reverse_sk_key_size: key,
             _maps: vec![reverse_nat, services, backends],
             mount,
         }
@@ -207,7 +258,7 @@ impl CiliumLb {
 
     /// Whether the reverse socket NAT map holds no socket (all released).
     pub fn reverse_sk_is_empty(&self) -> bool {
-        let mut next = [0u8; 16];
+        let mut next = vec![0u8; self.reverse_sk_key_size];
         let mut attr = [0u8; 32];
         attr[0..4].copy_from_slice(&(self.reverse_sk.as_raw_fd() as u32).to_ne_bytes());
         // A null key asks for the first key.
@@ -216,72 +267,147 @@ impl CiliumLb {
     }
 }
 
-/// The rewriter: for `connect(vip)`, the socket's cookie and backend -> the Service address and
-/// reverse NAT index in the reverse socket NAT map, then the address rewritten to `backend`.
-fn rewriter(vip: SocketAddrV4, backend: SocketAddrV4, reverse_sk: i32) -> Vec<u8> {
+/// Instructions with forward jumps to one label, patched when the label is placed.
+#[derive(Default)]
+struct Program {
+    insns: Vec<[u8; 8]>,
+    jumps_to_label: Vec<usize>,
+}
+
+impl Program {
+    fn push(&mut self, i: [u8; 8]) {
+        self.insns.push(i);
+    }
+
+    /// `if w<reg> != imm goto label`.
+    fn jne_to_label(&mut self, reg: u8, imm: i32) {
+        self.jumps_to_label.push(self.insns.len());
+        self.push(insn(0x56, reg, 0, 0, imm));
+    }
+
+    fn place_label(&mut self) {
+        let here = self.insns.len();
+        for &at in &self.jumps_to_label {
+            let off = i16::try_from(here - at - 1).expect("short jump");
+            self.insns[at][2..4].copy_from_slice(&off.to_le_bytes());
+        }
+        self.jumps_to_label.clear();
+    }
+
+    fn load_map(&mut self, reg: u8, fd: i32) {
+        self.push(insn(0x18, reg, BPF_PSEUDO_MAP_FD, 0, fd));
+        self.push(insn(0, 0, 0, 0, 0));
+    }
+
+    fn bytes(self) -> Vec<u8> {
+        self.insns.concat()
+    }
+}
+
+/// The rewriter (`struct bpf_sock_addr` context): for `connect(vip)`, the socket's cookie and
+/// backend -> the Service address and reverse NAT index in the reverse socket NAT map, then the
+/// address rewritten to `backend`.
+fn rewriter(vip: SocketAddr, backend: SocketAddr, reverse_sk: i32) -> Vec<u8> {
     const USER_IP4: i16 = 4;
+    const USER_IP6: i16 = 8;
     const USER_PORT: i16 = 24;
+    let user_ip = if vip.is_ipv4() { USER_IP4 } else { USER_IP6 };
+    let (vip_words, backend_words) = (address_words(vip.ip()), address_words(backend.ip()));
+    let alen = 4 * vip_words.len() as i16;
+    let (key_size, value_size) = family(vip.ip()).reverse_sk;
+    // The key at the top of the stack, the value (8-aligned) below it.
+    let key = -(key_size as i16);
+    let value = key - (value_size as i16 + 7) / 8 * 8;
     let mut value_tail = [0u8; 4];
     value_tail[..2].copy_from_slice(&vip.port().to_be_bytes());
     value_tail[2..].copy_from_slice(&REV_NAT_INDEX.to_be_bytes());
-    [
-        insn(0xbf, 6, 1, 0, 0),                                 // 0: r6 = ctx
-        insn(0x61, 2, 6, USER_IP4, 0),                          // 1: r2 = ctx->user_ip4
-        insn(0x56, 2, 0, 21, ip_word(&vip)),                    // 2: if w2 != vip goto allow
-        insn(0x61, 2, 6, USER_PORT, 0),                         // 3: r2 = ctx->user_port
-        insn(0x56, 2, 0, 19, port_word(&vip)),                  // 4: if w2 != port goto allow
-        insn(0xbf, 1, 6, 0, 0),                                 // 5: r1 = ctx
-        insn(0x85, 0, 0, 0, HELPER_GET_SOCKET_COOKIE),          // 6: r0 = cookie
-        insn(0x7b, 10, 0, -16, 0),                              // 7: key.cookie = r0
-        insn(0x62, 10, 0, -8, ip_word(&backend)),               // 8: key.address = backend
-        insn(0x62, 10, 0, -4, port_word(&backend)),             // 9: key.port = backend port, pad 0
-        insn(0x62, 10, 0, -24, ip_word(&vip)),                  // 10: value.address = vip
-        insn(0x62, 10, 0, -20, i32::from_le_bytes(value_tail)), // 11: value.port, rev_nat_index
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, reverse_sk),        // 12: r1 = reverse_sk map
-        insn(0, 0, 0, 0, 0),      // 13: (second half of the 64-bit load)
-        insn(0xbf, 2, 10, 0, 0),  // 14: r2 = fp
-        insn(0x07, 2, 0, 0, -16), // 15: r2 = &key
-        insn(0xbf, 3, 10, 0, 0),  // 16: r3 = fp
-        insn(0x07, 3, 0, 0, -24), // 17: r3 = &value
-        insn(0xb7, 4, 0, 0, 0),   // 18: r4 = BPF_ANY
-        insn(0x85, 0, 0, 0, HELPER_MAP_UPDATE_ELEM), // 19: update
-        insn(0xb4, 2, 0, 0, ip_word(&backend)), // 20: w2 = backend address
-        insn(0x63, 6, 2, USER_IP4, 0), // 21: ctx->user_ip4 = w2
-        insn(0xb4, 2, 0, 0, port_word(&backend)), // 22: w2 = backend port
-        insn(0x63, 6, 2, USER_PORT, 0), // 23: ctx->user_port = w2
-        insn(0xb7, 0, 0, 0, 1),   // 24: allow: r0 = 1
-        insn(0x95, 0, 0, 0, 0),   // 25: exit
-    ]
-    .concat()
+
+    let mut p = Program::default();
+    p.push(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx
+    for (i, &w) in vip_words.iter().enumerate() {
+        p.push(insn(0x61, 2, 6, user_ip + 4 * i as i16, 0)); // r2 = ctx->user_ip[i]
+        p.jne_to_label(2, w);
+    }
+    p.push(insn(0x61, 2, 6, USER_PORT, 0)); // r2 = ctx->user_port
+    p.jne_to_label(2, port_word(vip.port()));
+    p.push(insn(0xbf, 1, 6, 0, 0)); // r1 = ctx
+    p.push(insn(0x85, 0, 0, 0, HELPER_GET_SOCKET_COOKIE)); // r0 = cookie
+    p.push(insn(0x7b, 10, 0, key, 0)); // key.cookie = r0
+    for (i, &w) in backend_words.iter().enumerate() {
+        p.push(insn(0x62, 10, 0, key + 8 + 4 * i as i16, w)); // key.address = backend
+    }
+    p.push(insn(0x62, 10, 0, key + 8 + alen, port_word(backend.port()))); // key.port, pad 0
+    if key_size == 32 {
+        p.push(insn(0x62, 10, 0, key + 28, 0)); // the C padding after the port
+    }
+    for (i, &w) in vip_words.iter().enumerate() {
+        p.push(insn(0x62, 10, 0, value + 4 * i as i16, w)); // value.address = vip
+    }
+    p.push(insn(
+        0x62,
+        10,
+        0,
+        value + alen,
+        i32::from_le_bytes(value_tail),
+    )); // port, index
+    p.load_map(1, reverse_sk);
+    p.push(insn(0xbf, 2, 10, 0, 0)); // r2 = fp
+    p.push(insn(0x07, 2, 0, 0, i32::from(key))); // r2 = &key
+    p.push(insn(0xbf, 3, 10, 0, 0)); // r3 = fp
+    p.push(insn(0x07, 3, 0, 0, i32::from(value))); // r3 = &value
+    p.push(insn(0xb7, 4, 0, 0, 0)); // r4 = BPF_ANY
+    p.push(insn(0x85, 0, 0, 0, HELPER_MAP_UPDATE_ELEM));
+    for (i, &w) in backend_words.iter().enumerate() {
+        p.push(insn(0xb4, 2, 0, 0, w)); // w2 = backend address word
+        p.push(insn(0x63, 6, 2, user_ip + 4 * i as i16, 0)); // ctx->user_ip[i] = w2
+    }
+    p.push(insn(0xb4, 2, 0, 0, port_word(backend.port()))); // w2 = backend port
+    p.push(insn(0x63, 6, 2, USER_PORT, 0)); // ctx->user_port = w2
+    p.place_label(); // allow:
+    p.push(insn(0xb7, 0, 0, 0, 1)); // r0 = 1
+    p.push(insn(0x95, 0, 0, 0, 0)); // exit
+    p.bytes()
 }
 
-/// At release, an IPv4 socket's entry goes: the key is its cookie and its destination (the
-/// backend it was connected to), read from `struct bpf_sock`.
-fn releaser(reverse_sk: i32) -> Vec<u8> {
+/// The releaser (`struct bpf_sock` context): at release, a socket's entry goes, keyed by its
+/// cookie and its destination (the backend it was connected to), as Cilium's `cil_sock_release`.
+fn releaser(family_of: IpAddr, reverse_sk: i32) -> Vec<u8> {
     const FAMILY: i16 = 4;
     const DST_PORT: i16 = 48;
     const DST_IP4: i16 = 52;
-    const AF_INET: i32 = 2;
-    [
-        insn(0xbf, 6, 1, 0, 0),                          // 0: r6 = ctx
-        insn(0x61, 2, 6, FAMILY, 0),                     // 1: r2 = ctx->family
-        insn(0x56, 2, 0, 12, AF_INET),                   // 2: if w2 != AF_INET goto out
-        insn(0xbf, 1, 6, 0, 0),                          // 3: r1 = ctx
-        insn(0x85, 0, 0, 0, HELPER_GET_SOCKET_COOKIE),   // 4: r0 = cookie
-        insn(0x7b, 10, 0, -16, 0),                       // 5: key.cookie = r0
-        insn(0x61, 2, 6, DST_IP4, 0),                    // 6: r2 = ctx->dst_ip4
-        insn(0x63, 10, 2, -8, 0),                        // 7: key.address = w2
-        insn(0x61, 2, 6, DST_PORT, 0), // 8: r2 = ctx->dst_port (network order, low 16 bits)
-        insn(0x63, 10, 2, -4, 0),      // 9: key.port = w2, pad 0
-        insn(0x18, 1, BPF_PSEUDO_MAP_FD, 0, reverse_sk), // 10: r1 = reverse_sk map
-        insn(0, 0, 0, 0, 0),           // 11: (second half of the 64-bit load)
-        insn(0xbf, 2, 10, 0, 0),       // 12: r2 = fp
-        insn(0x07, 2, 0, 0, -16),      // 13: r2 = &key
-        insn(0x85, 0, 0, 0, HELPER_MAP_DELETE_ELEM), // 14: delete
-        insn(0xb7, 0, 0, 0, 1),        // 15: out: r0 = 1
-        insn(0x95, 0, 0, 0, 0),        // 16: exit
-    ]
-    .concat()
+    const DST_IP6: i16 = 56;
+    let (af, dst_ip, words) = if family_of.is_ipv4() {
+        (libc::AF_INET, DST_IP4, 1)
+    } else {
+        (libc::AF_INET6, DST_IP6, 4)
+    };
+    let (key_size, _) = family(family_of).reverse_sk;
+    let key = -(key_size as i16);
+    let mut p = Program::default();
+    p.push(insn(0xbf, 6, 1, 0, 0)); // r6 = ctx
+    p.push(insn(0x61, 2, 6, FAMILY, 0)); // r2 = ctx->family
+    p.jne_to_label(2, af);
+    p.push(insn(0xbf, 1, 6, 0, 0)); // r1 = ctx
+    p.push(insn(0x85, 0, 0, 0, HELPER_GET_SOCKET_COOKIE)); // r0 = cookie
+    p.push(insn(0x7b, 10, 0, key, 0)); // key.cookie = r0
+    for i in 0..words {
+        p.push(insn(0x61, 2, 6, dst_ip + 4 * i, 0)); // r2 = ctx->dst_ip[i]
+        p.push(insn(0x63, 10, 2, key + 8 + 4 * i, 0)); // key.address[i] = w2
+    }
+    // ctx->dst_port: network order in the low 16 bits; stored with the zero pad after it.
+    p.push(insn(0x61, 2, 6, DST_PORT, 0));
+    p.push(insn(0x63, 10, 2, key + 8 + 4 * words, 0));
+    if key_size == 32 {
+        p.push(insn(0x62, 10, 0, key + 28, 0));
+    }
+    p.load_map(1, reverse_sk);
+    p.push(insn(0xbf, 2, 10, 0, 0)); // r2 = fp
+    p.push(insn(0x07, 2, 0, 0, i32::from(key))); // r2 = &key
+    p.push(insn(0x85, 0, 0, 0, HELPER_MAP_DELETE_ELEM));
+    p.place_label(); // out:
+    p.push(insn(0xb7, 0, 0, 0, 1)); // r0 = 1
+    p.push(insn(0x95, 0, 0, 0, 0)); // exit
+    p.bytes()
 }
 
 impl Drop for CiliumLb {

@@ -18,6 +18,7 @@ const BPF_PROG_DETACH: libc::c_long = 9;
 const BPF_PROG_TYPE_CGROUP_SOCK: u32 = 9;
 const BPF_PROG_TYPE_CGROUP_SOCK_ADDR: u32 = 18;
 const BPF_CGROUP_INET4_CONNECT: u32 = 10;
+const BPF_CGROUP_INET6_CONNECT: u32 = 11;
 const BPF_CGROUP_INET_SOCK_RELEASE: u32 = 34;
 const BPF_F_ALLOW_MULTI: u32 = 2;
 
@@ -26,6 +27,8 @@ const BPF_F_ALLOW_MULTI: u32 = 2;
 pub enum Hook {
     /// `cgroup/connect4` (`struct bpf_sock_addr` context).
     Connect4,
+    /// `cgroup/connect6`.
+    Connect6,
     /// `cgroup/sock_release` (`struct bpf_sock` context), Linux 5.9+.
     SockRelease,
 }
@@ -33,7 +36,7 @@ pub enum Hook {
 impl Hook {
     fn program_type(self) -> u32 {
         match self {
-            Hook::Connect4 => BPF_PROG_TYPE_CGROUP_SOCK_ADDR,
+            Hook::Connect4 | Hook::Connect6 => BPF_PROG_TYPE_CGROUP_SOCK_ADDR,
             Hook::SockRelease => BPF_PROG_TYPE_CGROUP_SOCK,
         }
     }
@@ -41,6 +44,7 @@ impl Hook {
     fn attach_type(self) -> u32 {
         match self {
             Hook::Connect4 => BPF_CGROUP_INET4_CONNECT,
+            Hook::Connect6 => BPF_CGROUP_INET6_CONNECT,
             Hook::SockRelease => BPF_CGROUP_INET_SOCK_RELEASE,
         }
     }

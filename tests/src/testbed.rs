@@ -386,6 +386,33 @@ impl TwoHosts {
             absent_ip,
         }
     }
+
+    /// Adds IPv6 addresses on the link (a ULA /64, without duplicate address detection so they
+    /// are usable at once); returns the client's and the server's.
+    pub fn add_ipv6(&self) -> (std::net::Ipv6Addr, std::net::Ipv6Addr) {
+        let [_, _, n, _] = self.client_ip.octets();
+        let client = std::net::Ipv6Addr::new(0xfd00, 0x231, u16::from(n), 0, 0, 0, 0, 1);
+        let server = std::net::Ipv6Addr::new(0xfd00, 0x231, u16::from(n), 0, 0, 0, 0, 2);
+        for (ns, ip) in [(&self.client, client), (&self.server, server)] {
+            ns.exec(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=0"]);
+            let cidr = format!("{ip}/64");
+            run(
+                "ip",
+                &[
+                    "-n",
+                    ns.name(),
+                    "-6",
+                    "addr",
+                    "add",
+                    &cidr,
+                    "dev",
+                    "eth0",
+                    "nodad",
+                ],
+            );
+        }
+        (client, server)
+    }
 }
 
 /// A kube-proxy style node: a "node" namespace with a bridge and nft DNAT rules for Service

@@ -457,6 +457,67 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
     drop(lb);
 }
 
+#[test]
+fn cilium_socket_lb_names_an_ipv6_service_from_its_maps() {
+    let bed = tests::testbed::TwoHosts::new("cslb6");
+    let (_, server6) = bed.add_ipv6();
+    let backend = std::net::SocketAddrV6::new(server6, POD_PORT, 0, 0);
+    let vip_ip = std::net::Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0x11);
+    let vip = std::net::SocketAddrV6::new(vip_ip, SVC_PORT, 0, 0);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb6", cgroup_root(), vip, backend);
+    let bpffs = lb.bpffs();
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--no-preorder",
+        "--cilium-bpffs",
+        bpffs.to_str().expect("utf-8 path"),
+    ]);
+    // As for IPv4: the socket is released before the tracer's userspace may look.
+    tracer.pause();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} curl -s -g --noproxy '*' --max-time 3 'http://{vip}/'",
+            procs = lb.procs_file().display(),
+            ns = bed.client.name(),
+        ))
+        .status()
+        .expect("run the client");
+    assert!(!status.success(), "nothing listens on the backend: refused");
+    let released = lb.reverse_sk_is_empty();
+    tracer.resume();
+    assert!(
+        released,
+        "the client's socket is released and its entry gone"
+    );
+    let r = tracer.expect("refused", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(r["verdict"], "refused", "{r}");
+    assert_eq!(r["dst"], backend.to_string(), "{r}");
+    assert_eq!(
+        r["service"],
+        vip.to_string(),
+        "named from Cilium's maps: {r}"
+    );
+    assert_eq!(r["dialed"], vip.to_string(), "{r}");
+    let (_, seen, stderr) = tracer.stop();
+    let stats = seen
+        .iter()
+        .rfind(|v| v["kind"] == "stats" && v["final"] == true)
+        .unwrap_or_else(|| panic!("a final stats record; stderr:\n{stderr}"));
+    let cilium = &stats["socket_lb"]["cilium"];
+    assert_eq!(stats["socket_lb"]["path"], "cilium_maps", "{stats}");
+    assert_eq!(cilium["maps"][0], "cilium_lb6_reverse_sk", "{stats}");
+    assert_eq!(cilium["named"], 1, "{stats}");
+    assert_eq!(
+        cilium["backend_gone"], 0,
+        "the backend is the Service's: {stats}"
+    );
+    drop(lb);
+}
+
 fn cgroup_root() -> &'static str {
     if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
         "/sys/fs/cgroup/unified"

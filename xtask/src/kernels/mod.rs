@@ -75,6 +75,11 @@ pub const SCENARIOS: &[Scenario] = &[
         label: "Cilium socket LB: TCP named",
     },
     Scenario {
+        binary: "service_backends",
+        test: "cilium_socket_lb_names_an_ipv6_service_from_its_maps",
+        label: "Cilium socket LB: IPv6 named",
+    },
+    Scenario {
         binary: "dns",
         test: "dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one",
         label: "DNS answered (healthy)",
