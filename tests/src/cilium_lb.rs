@@ -20,6 +20,7 @@ use crate::socket_lb::{Hook, SocketLb, insn, raise_memlock_limit};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
 const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 const BPF_OBJ_PIN: libc::c_long = 6;
 const BPF_MAP_TYPE_HASH: u32 = 1;
@@ -38,6 +39,8 @@ pub struct CiliumLb {
     lb: Option<SocketLb>,
     reverse_sk: OwnedFd,
     reverse_sk_key_size: usize,
+    services: OwnedFd,
+    vip: SocketAddr,
     _maps: Vec<OwnedFd>,
     mount: PathBuf,
 }
@@ -241,7 +244,9 @@ impl CiliumLb {
             lb: Some(lb),
             reverse_sk,
             reverse_sk_key_size: key,
-            _maps: vec![reverse_nat, services, backends],
+            services,
+            vip,
+            _maps: vec![reverse_nat, backends],
             mount,
         }
     }
@@ -254,6 +259,26 @@ impl CiliumLb {
     /// The cgroup whose processes are load balanced: write a pid to its `cgroup.procs`.
     pub fn procs_file(&self) -> PathBuf {
         self.lb.as_ref().expect("attached").procs_file()
+    }
+
+    /// What Cilium's agent does when the backend leaves the Service: its slot goes and the
+    /// frontend counts no backend.
+    pub fn remove_backend(&self) {
+        update(
+            &self.services,
+            &service_key(self.vip, 0),
+            &service_value(0, 0),
+        );
+        let key = service_key(self.vip, 1);
+        let mut attr = [0u8; 32];
+        attr[0..4].copy_from_slice(&(self.services.as_raw_fd() as u32).to_ne_bytes());
+        attr[8..16].copy_from_slice(&(key.as_ptr() as u64).to_ne_bytes());
+        let rc = bpf(BPF_MAP_DELETE_ELEM, &attr);
+        assert!(
+            rc == 0,
+            "deleting the backend slot: {}",
+            std::io::Error::last_os_error()
+        );
     }
 
     /// Whether the reverse socket NAT map holds no socket (all released).

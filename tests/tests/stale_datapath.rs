@@ -324,6 +324,79 @@ fn stale_datapath_iptables_names_the_dead_sep_agrees_with_traffic_and_sees_it_re
 }
 
 #[test]
+fn stale_datapath_cilium_maps_name_the_dead_backend_agree_with_traffic_and_see_it_removed() {
+    let b = bed("sdc");
+    let SocketAddr::V4(vip) = b.vip else {
+        unreachable!("an IPv4 bed")
+    };
+    // Cilium's service maps still send the Service to the dead backend, as on 3 of 10 nodes in
+    // incident 000; its socket LB rewrites connects from the client's cgroup.
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-sdc", cgroup_root(), vip, b.dead);
+    let bpffs = lb.bpffs();
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        b.bed.client.name(),
+        "--conntrack-netns",
+        b.bed.node.name(),
+        "--cluster-state",
+        b.snapshot.to_str().expect("utf-8 path"),
+        "--cilium-bpffs",
+        bpffs.to_str().expect("utf-8 path"),
+    ]);
+    let location = "cilium_lb4_services_v2 slot 1, cilium_lb4_backends_v3 id 1";
+    let stale = expect_dead_entry_only(&mut tracer, &b, "cilium", location);
+
+    // Real traffic through Cilium's socket LB: the connect it black-holes names the same backend.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {procs} && exec ip netns exec {ns} curl -s --noproxy '*' --max-time 2 http://{vip}/",
+            procs = lb.procs_file().display(),
+            ns = b.bed.client.name(),
+        ))
+        .status()
+        .expect("run the client");
+    assert!(!status.success(), "the dead backend drops the SYNs");
+    let connect = tracer.expect(
+        "the final record of the black-holed connect",
+        Duration::from_secs(5),
+        |v| v["kind"] == "connect" && v["final"] == true,
+    );
+    assert_eq!(connect["verdict"], "abandoned", "{connect}");
+    assert_eq!(connect["backend"], stale["backend"], "{connect}\n{stale}");
+    assert_eq!(connect["service"], stale["service"], "{connect}\n{stale}");
+
+    // Cilium's agent catches up: the backend's slot goes, and so does the entry.
+    lb.remove_backend();
+    let gone = tracer.expect(
+        "the stale entry reported gone",
+        Duration::from_secs(10),
+        |v| is_stale(v, b.dead, true),
+    );
+    assert_eq!(gone["location"], location, "{gone}");
+
+    let (ok, seen, stderr) = tracer.stop();
+    assert!(ok, "{stderr}");
+    let stats = final_stats(&seen, &stderr);
+    let datapath = &stats["datapath"];
+    assert_eq!(datapath["stale_entries"], 0, "{stats}");
+    assert_eq!(
+        datapath["sources"]["cilium"],
+        json!({"state": "read", "entries": 0, "stale": 0}),
+        "{stats}"
+    );
+    drop(lb);
+}
+
+fn cgroup_root() -> &'static str {
+    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    }
+}
+
+#[test]
 fn stale_datapath_nftables_names_the_dead_endpoint_chain_and_sees_it_removed() {
     let b = bed("sdn");
     b.bed.node.nft(&nft_table(&b, true));

@@ -156,13 +156,17 @@ async fn trace(
     );
     // The node's Service rules are worth reading only with an EndpointSlice to judge them by.
     let judged = identities.cluster_view().is_some();
+    // A bad --cilium-bpffs stops here, before anything is attached.
+    let cilium = crate::cilium::open_given(args.pipeline.cilium_bpffs.as_deref())?;
     let datapath = if judged {
-        DatapathReader::start(conntrack_netns, args.stats_interval)
+        DatapathReader::start(
+            conntrack_netns,
+            cilium.dir().to_path_buf(),
+            args.stats_interval,
+        )
     } else {
         DatapathReader::idle()
     };
-    // A bad --cilium-bpffs stops here, before anything is attached.
-    let cilium = crate::cilium::open_given(args.pipeline.cilium_bpffs.as_deref())?;
     let mut kernel = KernelSide::load(
         filter,
         args.pipeline.max_attempts,

@@ -133,6 +133,11 @@ impl CiliumMaps {
         self.v4.reverse_sk.is_some() || self.v6.reverse_sk.is_some()
     }
 
+    /// The directory the maps were looked for in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Where the reverse socket NAT maps that were read are pinned.
     pub fn reverse_sk_pins(&self) -> ReverseSkPins {
         ReverseSkPins {

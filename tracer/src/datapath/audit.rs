@@ -191,7 +191,11 @@ fn judge_entry(
     let holds = format!(
         "{} on this node still send{} {} {} to {} ({})",
         source.described(),
-        if source == Source::Ipvs { "s" } else { "" },
+        if matches!(source, Source::Ipvs) {
+            "s"
+        } else {
+            ""
+        },
         proto_name(e.proto),
         e.service,
         e.backend,

@@ -8,14 +8,15 @@
 //!   `service-ips` map -> `service-*` -> `endpoint-*` chains' `dnat`).
 //! - `ipvs.rs`: kube-proxy's IPVS mode, from `/proc/net/ip_vs` (virtual and real servers), when the
 //!   `ip_vs` module is loaded.
+//! - `cilium.rs`: Cilium's kube-proxy replacement, from its pinned services and backends maps.
 //! - `reader.rs`: a thread in the node's network namespace (`--conntrack-netns`) that reads every
 //!   source each interval, so a slow tool never delays the ring buffer.
 //! - `audit.rs`: each entry judged against the cluster state, reported at start and on change
 //!   (`stale_datapath` records), counted in `stats.datapath`.
 //!
-//! Every source is one `Source` behind the `Reader` trait: Cilium's pinned service and backend maps
-//! (issue #17, part 3) are one more variant and one more file.
+//! Every source is one `Source` behind the `Reader` trait.
 pub mod audit;
+pub mod cilium;
 pub mod iptables;
 pub mod ipvs;
 pub mod nftables;
@@ -37,16 +38,24 @@ pub enum Source {
     Nftables,
     /// kube-proxy `--proxy-mode=ipvs`: IPVS virtual and real servers.
     Ipvs,
+    /// Cilium's kube-proxy replacement: its pinned services and backends maps.
+    Cilium,
 }
 
 impl Source {
-    pub const ALL: [Source; 3] = [Source::Iptables, Source::Nftables, Source::Ipvs];
+    pub const ALL: [Source; 4] = [
+        Source::Iptables,
+        Source::Nftables,
+        Source::Ipvs,
+        Source::Cilium,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Source::Iptables => "iptables",
             Source::Nftables => "nftables",
             Source::Ipvs => "ipvs",
+            Source::Cilium => "cilium",
         }
     }
 
@@ -56,6 +65,7 @@ impl Source {
             Source::Iptables => "kube-proxy's iptables rules",
             Source::Nftables => "kube-proxy's nftables table",
             Source::Ipvs => "the IPVS table",
+            Source::Cilium => "Cilium's service maps",
         }
     }
 }

@@ -10,11 +10,19 @@ use std::{
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use super::{Reader, Snapshot, Unread, iptables::Iptables, ipvs::Ipvs, nftables::Nftables};
+use super::{
+    Reader, Snapshot, Unread, cilium::CiliumServices, iptables::Iptables, ipvs::Ipvs,
+    nftables::Nftables,
+};
 
-/// The sources read, in the order they are reported. Cilium's maps are the next one.
-fn sources() -> Vec<Box<dyn Reader + Send>> {
-    vec![Box::new(Iptables), Box::new(Nftables), Box::new(Ipvs)]
+/// The sources read, in the order they are reported; Cilium's maps from `cilium_bpffs`.
+fn sources(cilium_bpffs: PathBuf) -> Vec<Box<dyn Reader + Send>> {
+    vec![
+        Box::new(Iptables),
+        Box::new(Nftables),
+        Box::new(Ipvs),
+        Box::new(CiliumServices { dir: cilium_bpffs }),
+    ]
 }
 
 pub struct DatapathReader {
@@ -27,12 +35,16 @@ pub struct DatapathReader {
 }
 
 impl DatapathReader {
-    pub fn start(netns: Option<PathBuf>, interval: Duration) -> DatapathReader {
+    pub fn start(
+        netns: Option<PathBuf>,
+        cilium_bpffs: PathBuf,
+        interval: Duration,
+    ) -> DatapathReader {
         let (tx, snapshots) = unbounded_channel();
         let (stop, stopped) = channel::<()>();
         let spawned = std::thread::Builder::new()
             .name("datapath-read".into())
-            .spawn(move || run(netns.as_deref(), interval, &tx, &stopped));
+            .spawn(move || run(netns.as_deref(), cilium_bpffs, interval, &tx, &stopped));
         if let Err(e) = spawned {
             eprintln!("tracer: warning: cannot start the datapath audit thread: {e}");
         }
@@ -57,11 +69,12 @@ impl DatapathReader {
 
 fn run(
     netns: Option<&std::path::Path>,
+    cilium_bpffs: PathBuf,
     interval: Duration,
     tx: &UnboundedSender<Snapshot>,
     stopped: &Receiver<()>,
 ) {
-    let sources = sources();
+    let sources = sources(cilium_bpffs);
     if let Some(path) = netns
         && let Err(e) = crate::netns::enter(path)
     {
