@@ -14,9 +14,13 @@ use std::{
     net::{IpAddr, SocketAddr},
     os::fd::{AsRawFd, FromRawFd, OwnedFd},
     path::{Path, PathBuf},
+    process::{Command, ExitStatus},
 };
 
-use crate::socket_lb::{Hook, SocketLb, insn, raise_memlock_limit};
+use crate::{
+    socket_lb::{Hook, SocketLb, insn, raise_memlock_limit},
+    tracer::Tracer,
+};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
@@ -168,12 +172,7 @@ impl CiliumLb {
     /// Mounts a bpffs, creates and pins Cilium's LB maps of `vip`'s family with the Service
     /// `vip` -> `backend`, and attaches the rewriter and the releaser to a new cgroup under the v2
     /// root.
-    pub fn new(
-        name: &str,
-        cgroup_root: &str,
-        vip: impl Into<SocketAddr>,
-        backend: impl Into<SocketAddr>,
-    ) -> CiliumLb {
+    pub fn new(name: &str, vip: impl Into<SocketAddr>, backend: impl Into<SocketAddr>) -> CiliumLb {
         let (vip, backend) = (vip.into(), backend.into());
         assert_eq!(vip.is_ipv4(), backend.is_ipv4(), "one family");
         let mount = std::env::temp_dir().join(format!("{name}-bpffs-{}", std::process::id()));
@@ -235,11 +234,8 @@ impl CiliumLb {
 
         let connect = rewriter(vip, backend, reverse_sk.as_raw_fd());
         let release = releaser(vip.ip(), reverse_sk.as_raw_fd());
-        let lb = SocketLb::with_programs(
-            name,
-            cgroup_root,
-            &[(f.hook, &connect), (Hook::SockRelease, &release)],
-        );
+        let lb =
+            SocketLb::with_programs(name, &[(f.hook, &connect), (Hook::SockRelease, &release)]);
         CiliumLb {
             lb: Some(lb),
             reverse_sk,
@@ -259,6 +255,29 @@ impl CiliumLb {
     /// The cgroup whose processes are load balanced: write a pid to its `cgroup.procs`.
     pub fn procs_file(&self) -> PathBuf {
         self.lb.as_ref().expect("attached").procs_file()
+    }
+
+    /// Runs `client` (a command and its arguments) in the load-balanced cgroup inside namespace
+    /// `netns`, with the tracer's userspace stopped until the client has exited and its socket
+    /// is released (Cilium's entry deleted, checked): whatever the tracer names then, its kernel
+    /// hooks read while the socket lived, as on a busy node.
+    pub fn run_released(&self, tracer: &Tracer, netns: &str, client: &[&str]) -> ExitStatus {
+        tracer.pause();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(r#"echo $$ > "$0" && exec ip netns exec "$@""#)
+            .arg(self.procs_file())
+            .arg(netns)
+            .args(client)
+            .status();
+        let released = self.reverse_sk_is_empty();
+        tracer.resume();
+        let status = status.expect("run the client");
+        assert!(
+            released,
+            "the client's socket is released and its entry gone"
+        );
+        status
     }
 
     /// What Cilium's agent does when the backend leaves the Service: its slot goes and the

@@ -70,6 +70,15 @@ pub(crate) fn port_word(addr: &SocketAddrV4) -> i32 {
     i32::from(u16::from_le_bytes(addr.port().to_be_bytes()))
 }
 
+/// The cgroup v2 root the test cgroups go under (`unified` on a hybrid hierarchy).
+pub fn cgroup_v2_root() -> &'static str {
+    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+        "/sys/fs/cgroup/unified"
+    } else {
+        "/sys/fs/cgroup"
+    }
+}
+
 pub struct SocketLb {
     cgroup: PathBuf,
     attached: Vec<(OwnedFd, Hook)>,
@@ -78,12 +87,7 @@ pub struct SocketLb {
 
 impl SocketLb {
     /// Loads the rewriter for `vip -> backend` and attaches it to a new cgroup under the v2 root.
-    pub fn new(
-        name: &str,
-        cgroup_root: &str,
-        vip: SocketAddrV4,
-        backend: SocketAddrV4,
-    ) -> SocketLb {
+    pub fn new(name: &str, vip: SocketAddrV4, backend: SocketAddrV4) -> SocketLb {
         const USER_IP4: i16 = 4;
         const USER_PORT: i16 = 24;
         let program: Vec<u8> = [
@@ -99,13 +103,13 @@ impl SocketLb {
             insn(0x95, 0, 0, 0, 0),                   // exit
         ]
         .concat();
-        SocketLb::with_programs(name, cgroup_root, &[(Hook::Connect4, &program)])
+        SocketLb::with_programs(name, &[(Hook::Connect4, &program)])
     }
 
     /// Loads `programs` (raw instructions, each for its hook) and attaches them, in order, to a new
     /// cgroup under the v2 root.
-    pub fn with_programs(name: &str, cgroup_root: &str, programs: &[(Hook, &[u8])]) -> SocketLb {
-        let cgroup = PathBuf::from(cgroup_root).join(format!("{name}-{}", std::process::id()));
+    pub fn with_programs(name: &str, programs: &[(Hook, &[u8])]) -> SocketLb {
+        let cgroup = PathBuf::from(cgroup_v2_root()).join(format!("{name}-{}", std::process::id()));
         fs::create_dir_all(&cgroup).expect("create the test cgroup");
         let cgroup_fd = fs::File::open(&cgroup).expect("open the test cgroup");
         let mut lb = SocketLb {

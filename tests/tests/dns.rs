@@ -586,12 +586,7 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
     let vip = std::net::SocketAddrV4::new(Ipv4Addr::new(10, 96, 200, 53), 53);
     // Nothing listens on the server: the query is refused (ICMP) or unanswered.
     let backend = std::net::SocketAddrV4::new(bed.server_ip, 53);
-    let cgroup_root = if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
-        "/sys/fs/cgroup/unified"
-    } else {
-        "/sys/fs/cgroup"
-    };
-    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-dnscil", cgroup_root, vip, backend);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-dnscil", vip, backend);
     let bpffs = lb.bpffs();
     let mut tracer = Tracer::start(&[
         "--netns",
@@ -613,24 +608,8 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
         ip = vip.ip(),
         port = vip.port()
     );
-    tracer.pause();
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {procs} && exec ip netns exec {ns} bash -c \"$0\"",
-            procs = lb.procs_file().display(),
-            ns = bed.client.name(),
-        ))
-        .arg(&script)
-        .status()
-        .expect("run the client");
+    let status = lb.run_released(&tracer, bed.client.name(), &["bash", "-c", &script]);
     assert!(status.success(), "the client ran: {status}");
-    let released = lb.reverse_sk_is_empty();
-    tracer.resume();
-    assert!(
-        released,
-        "the client's socket is released and its entry gone"
-    );
     let r = tracer.expect("a dns record", Duration::from_secs(10), |v| {
         v["kind"] == "dns" && v["name"] == NAME
     });

@@ -331,12 +331,7 @@ fn socket_level_load_balancing_keeps_the_dialled_service_and_names_the_backend()
     let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
     // A Service address the client has no route to: only the rewrite makes the connect go anywhere.
     let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 10), SVC_PORT);
-    let cgroup_root = if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
-        "/sys/fs/cgroup/unified"
-    } else {
-        "/sys/fs/cgroup"
-    };
-    let lb = tests::socket_lb::SocketLb::new("tracer-test-slb", cgroup_root, vip, backend);
+    let lb = tests::socket_lb::SocketLb::new("tracer-test-slb", vip, backend);
     let mut tracer = Tracer::start(&["--netns", bed.client.name()]);
     // The client: a process in the load-balanced cgroup, inside the client namespace.
     let status = std::process::Command::new("sh")
@@ -388,7 +383,7 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
     let bed = tests::testbed::TwoHosts::new("cslb");
     let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
     let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 11), SVC_PORT);
-    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb", cgroup_root(), vip, backend);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb", vip, backend);
     let bpffs = lb.bpffs();
     let mut tracer = Tracer::start(&[
         "--netns",
@@ -398,29 +393,16 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
         bpffs.to_str().expect("utf-8 path"),
     ]);
     // Cilium deletes a socket's entry when the socket is released, which for a connect refused at
-    // its first SYN is at once: with the tracer's userspace held until the client has exited, the
-    // Service can only have been read by its kernel hook, as on a busy node. The client connects
-    // without blocking and reads SO_ERROR, as most do (curl, Go, nginx): a blocking connect() that
-    // fails disconnects the socket, which zeroes its port, and Cilium's delete misses then.
-    tracer.pause();
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {procs} && exec ip netns exec {ns} curl -s --noproxy '*' --max-time 3 http://{ip}:{port}/",
-            procs = lb.procs_file().display(),
-            ns = bed.client.name(),
-            ip = vip.ip(),
-            port = vip.port()
-        ))
-        .status()
-        .expect("run the client");
-    assert!(!status.success(), "nothing listens on the backend: refused");
-    let released = lb.reverse_sk_is_empty();
-    tracer.resume();
-    assert!(
-        released,
-        "the client's socket is released and its entry gone"
+    // its first SYN is at once. The client connects without blocking and reads SO_ERROR, as most
+    // do (curl, Go, nginx): a blocking connect() that fails disconnects the socket, which zeroes
+    // its port, and Cilium's delete misses then.
+    let url = format!("http://{vip}/");
+    let status = lb.run_released(
+        &tracer,
+        bed.client.name(),
+        &["curl", "-s", "--noproxy", "*", "--max-time", "3", &url],
     );
+    assert!(!status.success(), "nothing listens on the backend: refused");
     let r = tracer.expect("refused", Duration::from_secs(5), |v| {
         v["kind"] == "connect" && v["final"] == true
     });
@@ -464,7 +446,7 @@ fn cilium_socket_lb_names_an_ipv6_service_from_its_maps() {
     let backend = std::net::SocketAddrV6::new(server6, POD_PORT, 0, 0);
     let vip_ip = std::net::Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0x11);
     let vip = std::net::SocketAddrV6::new(vip_ip, SVC_PORT, 0, 0);
-    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb6", cgroup_root(), vip, backend);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb6", vip, backend);
     let bpffs = lb.bpffs();
     let mut tracer = Tracer::start(&[
         "--netns",
@@ -473,24 +455,22 @@ fn cilium_socket_lb_names_an_ipv6_service_from_its_maps() {
         "--cilium-bpffs",
         bpffs.to_str().expect("utf-8 path"),
     ]);
-    // As for IPv4: the socket is released before the tracer's userspace may look.
-    tracer.pause();
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {procs} && exec ip netns exec {ns} curl -s -g --noproxy '*' --max-time 3 'http://{vip}/'",
-            procs = lb.procs_file().display(),
-            ns = bed.client.name(),
-        ))
-        .status()
-        .expect("run the client");
-    assert!(!status.success(), "nothing listens on the backend: refused");
-    let released = lb.reverse_sk_is_empty();
-    tracer.resume();
-    assert!(
-        released,
-        "the client's socket is released and its entry gone"
+    let url = format!("http://{vip}/");
+    let status = lb.run_released(
+        &tracer,
+        bed.client.name(),
+        &[
+            "curl",
+            "-s",
+            "-g",
+            "--noproxy",
+            "*",
+            "--max-time",
+            "3",
+            &url,
+        ],
     );
+    assert!(!status.success(), "nothing listens on the backend: refused");
     let r = tracer.expect("refused", Duration::from_secs(5), |v| {
         v["kind"] == "connect" && v["final"] == true
     });
@@ -516,14 +496,6 @@ fn cilium_socket_lb_names_an_ipv6_service_from_its_maps() {
         "the backend is the Service's: {stats}"
     );
     drop(lb);
-}
-
-fn cgroup_root() -> &'static str {
-    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
-        "/sys/fs/cgroup/unified"
-    } else {
-        "/sys/fs/cgroup"
-    }
 }
 
 #[test]

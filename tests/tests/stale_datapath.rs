@@ -331,7 +331,7 @@ fn stale_datapath_cilium_maps_name_the_dead_backend_agree_with_traffic_and_see_i
     };
     // Cilium's service maps still send the Service to the dead backend, as on 3 of 10 nodes in
     // incident 000; its socket LB rewrites connects from the client's cgroup.
-    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-sdc", cgroup_root(), vip, b.dead);
+    let lb = tests::cilium_lb::CiliumLb::new("tracer-test-sdc", vip, b.dead);
     let bpffs = lb.bpffs();
     let mut tracer = Tracer::start(&[
         "--netns",
@@ -347,15 +347,12 @@ fn stale_datapath_cilium_maps_name_the_dead_backend_agree_with_traffic_and_see_i
     let stale = expect_dead_entry_only(&mut tracer, &b, "cilium", location);
 
     // Real traffic through Cilium's socket LB: the connect it black-holes names the same backend.
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {procs} && exec ip netns exec {ns} curl -s --noproxy '*' --max-time 2 http://{vip}/",
-            procs = lb.procs_file().display(),
-            ns = b.bed.client.name(),
-        ))
-        .status()
-        .expect("run the client");
+    let url = format!("http://{vip}/");
+    let status = lb.run_released(
+        &tracer,
+        b.bed.client.name(),
+        &["curl", "-s", "--noproxy", "*", "--max-time", "2", &url],
+    );
     assert!(!status.success(), "the dead backend drops the SYNs");
     let connect = tracer.expect(
         "the final record of the black-holed connect",
@@ -386,14 +383,6 @@ fn stale_datapath_cilium_maps_name_the_dead_backend_agree_with_traffic_and_see_i
         "{stats}"
     );
     drop(lb);
-}
-
-fn cgroup_root() -> &'static str {
-    if std::path::Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
-        "/sys/fs/cgroup/unified"
-    } else {
-        "/sys/fs/cgroup"
-    }
 }
 
 #[test]
