@@ -257,6 +257,22 @@ impl CiliumLb {
         self.lb.as_ref().expect("attached").procs_file()
     }
 
+    /// Starts the tracer on namespace `netns` with these maps (`--cilium-bpffs`), its `connect()`
+    /// hook attached as on kernels before 6.15 (`--no-preorder`: after this LB's rewrite), and
+    /// `extra` arguments.
+    pub fn start_tracer(&self, netns: &str, extra: &[&str]) -> Tracer {
+        let bpffs = self.bpffs();
+        let mut args = vec![
+            "--netns",
+            netns,
+            "--no-preorder",
+            "--cilium-bpffs",
+            bpffs.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        Tracer::start(&args)
+    }
+
     /// Runs `client` (a command and its arguments) in the load-balanced cgroup inside namespace
     /// `netns`, with the tracer's userspace stopped until the client has exited and its socket
     /// is released (Cilium's entry deleted, checked): whatever the tracer names then, its kernel

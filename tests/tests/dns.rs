@@ -587,16 +587,7 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
     // Nothing listens on the server: the query is refused (ICMP) or unanswered.
     let backend = std::net::SocketAddrV4::new(bed.server_ip, 53);
     let lb = tests::cilium_lb::CiliumLb::new("tracer-test-dnscil", vip, backend);
-    let bpffs = lb.bpffs();
-    let mut tracer = Tracer::start(&[
-        "--netns",
-        bed.client.name(),
-        "--no-preorder",
-        "--cilium-bpffs",
-        bpffs.to_str().expect("utf-8 path"),
-        "--dns-timeout",
-        "1",
-    ]);
+    let mut tracer = lb.start_tracer(bed.client.name(), &["--dns-timeout", "1"]);
     // bash's /dev/udp is a connected UDP socket, like nginx's resolver's: one A query for NAME.
     let query =
         r"\x42\x42\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03web\x04test\x00\x00\x01\x00\x01";

@@ -384,14 +384,7 @@ fn cilium_socket_lb_before_the_hook_names_the_service_from_its_maps() {
     let backend = SocketAddrV4::new(bed.server_ip, POD_PORT);
     let vip = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 96, 200, 11), SVC_PORT);
     let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb", vip, backend);
-    let bpffs = lb.bpffs();
-    let mut tracer = Tracer::start(&[
-        "--netns",
-        bed.client.name(),
-        "--no-preorder",
-        "--cilium-bpffs",
-        bpffs.to_str().expect("utf-8 path"),
-    ]);
+    let mut tracer = lb.start_tracer(bed.client.name(), &[]);
     // Cilium deletes a socket's entry when the socket is released, which for a connect refused at
     // its first SYN is at once. The client connects without blocking and reads SO_ERROR, as most
     // do (curl, Go, nginx): a blocking connect() that fails disconnects the socket, which zeroes
@@ -447,14 +440,7 @@ fn cilium_socket_lb_names_an_ipv6_service_from_its_maps() {
     let vip_ip = std::net::Ipv6Addr::new(0xfd00, 0x96, 0, 0, 0, 0, 0, 0x11);
     let vip = std::net::SocketAddrV6::new(vip_ip, SVC_PORT, 0, 0);
     let lb = tests::cilium_lb::CiliumLb::new("tracer-test-cslb6", vip, backend);
-    let bpffs = lb.bpffs();
-    let mut tracer = Tracer::start(&[
-        "--netns",
-        bed.client.name(),
-        "--no-preorder",
-        "--cilium-bpffs",
-        bpffs.to_str().expect("utf-8 path"),
-    ]);
+    let mut tracer = lb.start_tracer(bed.client.name(), &[]);
     let url = format!("http://{vip}/");
     let status = lb.run_released(
         &tracer,

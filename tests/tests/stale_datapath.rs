@@ -332,17 +332,15 @@ fn stale_datapath_cilium_maps_name_the_dead_backend_agree_with_traffic_and_see_i
     // Cilium's service maps still send the Service to the dead backend, as on 3 of 10 nodes in
     // incident 000; its socket LB rewrites connects from the client's cgroup.
     let lb = tests::cilium_lb::CiliumLb::new("tracer-test-sdc", vip, b.dead);
-    let bpffs = lb.bpffs();
-    let mut tracer = Tracer::start(&[
-        "--netns",
+    let mut tracer = lb.start_tracer(
         b.bed.client.name(),
-        "--conntrack-netns",
-        b.bed.node.name(),
-        "--cluster-state",
-        b.snapshot.to_str().expect("utf-8 path"),
-        "--cilium-bpffs",
-        bpffs.to_str().expect("utf-8 path"),
-    ]);
+        &[
+            "--conntrack-netns",
+            b.bed.node.name(),
+            "--cluster-state",
+            b.snapshot.to_str().expect("utf-8 path"),
+        ],
+    );
     let location = "cilium_lb4_services_v2 slot 1, cilium_lb4_backends_v3 id 1";
     let stale = expect_dead_entry_only(&mut tracer, &b, "cilium", location);
 
