@@ -13,9 +13,10 @@
 //! Cilium deletes a socket's entry when the socket is released (`cil_sock_release`), often before
 //! userspace hears of a connect refused at its first SYN. So the kernel's `connect()` hook reads
 //! the map itself, right after Cilium's hook wrote it (`reverse_sk_pins`; the attempt then carries
-//! the dialled Service). Userspace asks the map only for what the hook could not (a DNS query, a
-//! tracer started after the connect), while the socket lives; names found are kept by cookie until
-//! the flow could end (`OPEN_FLOW_TTL`), for its final record.
+//! the dialled Service), and the DNS egress hook does the same for an IPv4 query. Userspace asks
+//! the map only for what the hooks could not (an IPv6 query, a tracer started after the connect),
+//! while the socket lives; names found are kept by cookie until the flow could end
+//! (`OPEN_FLOW_TTL`), for its final record.
 //!
 //! Layouts (`maps.rs`) are those of Cilium 1.14 to 1.18; a map whose key or value size differs is
 //! not read, and `stats.socket_lb.cilium.unreadable` says which and why. Nothing here can fail the
