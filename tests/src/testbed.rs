@@ -49,23 +49,18 @@ fn remove_namespaces_of_dead_test_processes() {
 /// A veth pair: `eth0` in `ns`, its peer `peer` in `other`. Created inside `ns`, so it never
 /// exists in the host namespace.
 fn veth_pair(ns: &Netns, other: &Netns, peer: &str) {
-    run(
-        "ip",
-        &[
-            "-n",
-            ns.name(),
-            "link",
-            "add",
-            "eth0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            peer,
-            "netns",
-            other.name(),
-        ],
-    );
+    ns.ip(&[
+        "link",
+        "add",
+        "eth0",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        peer,
+        "netns",
+        other.name(),
+    ]);
 }
 
 /// Process-wide counter so namespace names (and bed subnets) are unique within the process.
@@ -115,7 +110,7 @@ impl Netns {
             name,
             children: Mutex::new(Vec::new()),
         };
-        run("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns.ip(&["link", "set", "lo", "up"]);
         ns
     }
 
@@ -127,6 +122,14 @@ impl Netns {
     /// The bind-mounted namespace file, `/run/netns/NAME`.
     pub fn path(&self) -> PathBuf {
         PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    /// Runs `ip -n NAME args..` (links, addresses, routes of this namespace); panics with the
+    /// command's stderr on failure.
+    pub fn ip(&self, args: &[&str]) -> Output {
+        let mut full = vec!["-n", &self.name];
+        full.extend_from_slice(args);
+        run("ip", &full)
     }
 
     fn exec_cmd(&self, args: &[&str]) -> Command {
@@ -372,11 +375,8 @@ impl TwoHosts {
                 "net.ipv4.neigh.eth0.retrans_time_ms=1000",
             ]);
             let cidr = format!("{ip}/24");
-            run(
-                "ip",
-                &["-n", ns.name(), "addr", "add", &cidr, "dev", "eth0"],
-            );
-            run("ip", &["-n", ns.name(), "link", "set", "eth0", "up"]);
+            ns.ip(&["addr", "add", &cidr, "dev", "eth0"]);
+            ns.ip(&["link", "set", "eth0", "up"]);
         }
         TwoHosts {
             client,
@@ -396,20 +396,7 @@ impl TwoHosts {
         for (ns, ip) in [(&self.client, client), (&self.server, server)] {
             ns.exec(&["sysctl", "-q", "-w", "net.ipv6.conf.eth0.disable_ipv6=0"]);
             let cidr = format!("{ip}/64");
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns.name(),
-                    "-6",
-                    "addr",
-                    "add",
-                    &cidr,
-                    "dev",
-                    "eth0",
-                    "nodad",
-                ],
-            );
+            ns.ip(&["-6", "addr", "add", &cidr, "dev", "eth0", "nodad"]);
         }
         (client, server)
     }
@@ -441,24 +428,10 @@ impl ServiceBed {
     pub fn on_subnet(prefix: &str, backends: usize, n: u8) -> ServiceBed {
         let node = Netns::new(&format!("{prefix}n"));
         let node_ip = Ipv4Addr::new(10, 231, n, 1);
-        run(
-            "ip",
-            &["-n", node.name(), "link", "add", "br0", "type", "bridge"],
-        );
+        node.ip(&["link", "add", "br0", "type", "bridge"]);
         node.exec(&["sysctl", "-q", "-w", "net.ipv4.conf.br0.send_redirects=0"]);
-        run(
-            "ip",
-            &[
-                "-n",
-                node.name(),
-                "addr",
-                "add",
-                &format!("{node_ip}/24"),
-                "dev",
-                "br0",
-            ],
-        );
-        run("ip", &["-n", node.name(), "link", "set", "br0", "up"]);
+        node.ip(&["addr", "add", &format!("{node_ip}/24"), "dev", "br0"]);
+        node.ip(&["link", "set", "br0", "up"]);
         node.exec(&[
             "sysctl",
             "-q",
@@ -477,32 +450,9 @@ impl ServiceBed {
             let ip = Ipv4Addr::new(10, 231, n, index);
             let host_side = format!("veth{index}");
             veth_pair(&ns, &node, &host_side);
-            run(
-                "ip",
-                &[
-                    "-n",
-                    node.name(),
-                    "link",
-                    "set",
-                    &host_side,
-                    "master",
-                    "br0",
-                    "up",
-                ],
-            );
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns.name(),
-                    "addr",
-                    "add",
-                    &format!("{ip}/24"),
-                    "dev",
-                    "eth0",
-                ],
-            );
-            run("ip", &["-n", ns.name(), "link", "set", "eth0", "up"]);
+            node.ip(&["link", "set", &host_side, "master", "br0", "up"]);
+            ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+            ns.ip(&["link", "set", "eth0", "up"]);
             (ns, ip)
         };
         let (client, client_ip) = pod(format!("{prefix}c"), 10);
@@ -515,33 +465,11 @@ impl ServiceBed {
         }
         let vip = Ipv4Addr::new(10, 96, n, 10);
         let service_range = format!("10.96.{n}.0/24");
-        run(
-            "ip",
-            &[
-                "-n",
-                client.name(),
-                "route",
-                "add",
-                &service_range,
-                "via",
-                &node_ip.to_string(),
-            ],
-        );
+        client.ip(&["route", "add", &service_range, "via", &node_ip.to_string()]);
         // A real node routes Service addresses somewhere (its default route), so a SYN that no DNAT
         // rewrote reaches kube-proxy's REJECT in FORWARD. Here "somewhere" is on-link on the bridge:
         // FORWARD runs before any neighbour lookup, and the bridge is inside the bed.
-        run(
-            "ip",
-            &[
-                "-n",
-                node.name(),
-                "route",
-                "add",
-                &service_range,
-                "dev",
-                "br0",
-            ],
-        );
+        node.ip(&["route", "add", &service_range, "dev", "br0"]);
         ServiceBed {
             node,
             client,
@@ -559,23 +487,15 @@ impl ServiceBed {
         let n = self.vip.octets()[2];
         let gone = Netns::new(name);
         veth_pair(&gone, &self.node, "vethgone");
-        run("ip", &["-n", gone.name(), "link", "set", "eth0", "up"]);
-        run(
-            "ip",
-            &["-n", self.node.name(), "link", "set", "vethgone", "up"],
-        );
-        run(
-            "ip",
-            &[
-                "-n",
-                self.node.name(),
-                "route",
-                "add",
-                &format!("10.232.{n}.0/24"),
-                "dev",
-                "vethgone",
-            ],
-        );
+        gone.ip(&["link", "set", "eth0", "up"]);
+        self.node.ip(&["link", "set", "vethgone", "up"]);
+        self.node.ip(&[
+            "route",
+            "add",
+            &format!("10.232.{n}.0/24"),
+            "dev",
+            "vethgone",
+        ]);
         (Ipv4Addr::new(10, 232, n, 99), gone)
     }
 
@@ -756,37 +676,15 @@ impl ReturnPathBed {
         veth_pair(&client, &ingress, "vclient");
         veth_pair(&pod, &ingress, "vpod");
         let addr = |ns: &Netns, dev: &str, ip: Ipv4Addr| {
-            run(
-                "ip",
-                &[
-                    "-n",
-                    ns.name(),
-                    "addr",
-                    "add",
-                    &format!("{ip}/24"),
-                    "dev",
-                    dev,
-                ],
-            );
-            run("ip", &["-n", ns.name(), "link", "set", dev, "up"]);
+            ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", dev]);
+            ns.ip(&["link", "set", dev, "up"]);
         };
         addr(&client, "eth0", client_ip);
         addr(&ingress, "vclient", node_ip);
         addr(&ingress, "vpod", snat_ip);
         addr(&pod, "eth0", pod_ip);
         // The pod answers whatever reaches it back through the ingress node (its default route).
-        run(
-            "ip",
-            &[
-                "-n",
-                pod.name(),
-                "route",
-                "add",
-                "default",
-                "via",
-                &snat_ip.to_string(),
-            ],
-        );
+        pod.ip(&["route", "add", "default", "via", &snat_ip.to_string()]);
         ingress.exec(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
         let node_port = SocketAddrV4::new(node_ip, 30080);
         let pod_addr = SocketAddrV4::new(pod_ip, 8080);
