@@ -103,7 +103,7 @@ pub fn render(state: &State) -> String {
         }
     }
 
-    out.push_str(&replies_lost_text(model));
+    push_replies_lost(&mut out, model);
     push_stale_datapath(&mut out, state);
 
     out.push_str("\nServices (flows by verdict; failing = not answered):\n");
@@ -119,25 +119,24 @@ pub fn render(state: &State) -> String {
 }
 
 /// Server sockets whose replies were lost, each with its sentence; nothing when there are none.
-fn replies_lost_text(model: &crate::incidents::Model) -> String {
-    let mut out = String::new();
+fn push_replies_lost(out: &mut String, model: &crate::incidents::Model) {
     let replies = model.replies_lost();
-    if !replies.is_empty() {
-        out.push_str("\nReplies lost (the server answered; the peer never acknowledged):\n");
-        for r in replies {
-            let _ = writeln!(
-                out,
-                "{} -> {}  {} after {} retransmits, {} bytes unacknowledged\n      {}",
-                r.local,
-                r.peer,
-                r.outcome.name(),
-                r.retransmits,
-                r.unacked_bytes,
-                r.explanation
-            );
-        }
+    if replies.is_empty() {
+        return;
     }
-    out
+    out.push_str("\nReplies lost (the server answered; the peer never acknowledged):\n");
+    for r in replies {
+        let _ = writeln!(
+            out,
+            "{} -> {}  {} after {} retransmits, {} bytes unacknowledged\n      {}",
+            r.local,
+            r.peer,
+            r.outcome.name(),
+            r.retransmits,
+            r.unacked_bytes,
+            r.explanation
+        );
+    }
 }
 
 /// The node's Service rules that no EndpointSlice backs, each with its sentence.
