@@ -116,6 +116,88 @@ unsafe impl aya::Pod for ServiceValue {}
 unsafe impl aya::Pod for Backend4 {}
 unsafe impl aya::Pod for Backend6 {}
 
+/// A services-map key of either family (`Service4Key`, `Service6Key`), so the services and
+/// backends maps are read by one piece of code for both.
+pub trait ServiceKey: aya::Pod {
+    /// The key of slot `slot` of `frontend` under protocol `proto`; `None` for the other family.
+    fn of(frontend: SocketAddr, slot: u16, proto: u8) -> Option<Self>;
+    fn frontend(&self) -> SocketAddr;
+    fn slot(&self) -> u16;
+    fn proto(&self) -> u8;
+}
+
+/// A backends-map value of either family (`Backend4`, `Backend6`).
+pub trait BackendValue: aya::Pod {
+    fn address(&self) -> SocketAddr;
+    fn proto(&self) -> u8;
+}
+
+impl ServiceKey for Service4Key {
+    fn of(frontend: SocketAddr, slot: u16, proto: u8) -> Option<Service4Key> {
+        let SocketAddr::V4(f) = frontend else {
+            return None;
+        };
+        Some(Service4Key {
+            address: f.ip().octets(),
+            port: f.port().to_be_bytes(),
+            backend_slot: slot,
+            proto,
+            ..Service4Key::default()
+        })
+    }
+    fn frontend(&self) -> SocketAddr {
+        v4(self.address, self.port)
+    }
+    fn slot(&self) -> u16 {
+        self.backend_slot
+    }
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
+impl ServiceKey for Service6Key {
+    fn of(frontend: SocketAddr, slot: u16, proto: u8) -> Option<Service6Key> {
+        let SocketAddr::V6(f) = frontend else {
+            return None;
+        };
+        Some(Service6Key {
+            address: f.ip().octets(),
+            port: f.port().to_be_bytes(),
+            backend_slot: slot,
+            proto,
+            ..Service6Key::default()
+        })
+    }
+    fn frontend(&self) -> SocketAddr {
+        v6(self.address, self.port)
+    }
+    fn slot(&self) -> u16 {
+        self.backend_slot
+    }
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
+impl BackendValue for Backend4 {
+    fn address(&self) -> SocketAddr {
+        v4(self.address, self.port)
+    }
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
+impl BackendValue for Backend6 {
+    fn address(&self) -> SocketAddr {
+        v6(self.address, self.port)
+    }
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+}
+
 /// An address and port as Cilium stores them (network order) -> a socket address.
 pub fn v4(address: [u8; 4], port: [u8; 2]) -> SocketAddr {
     SocketAddr::new(

@@ -32,8 +32,8 @@ use aya::maps::{HashMap, Map, MapData, MapError};
 use hashbrown::HashMap as Cache;
 
 use self::maps::{
-    Backend4, Backend6, RevNat4, RevNat6, RevSk4Key, RevSk4Value, RevSk6Key, RevSk6Value,
-    Service4Key, Service6Key, ServiceValue,
+    Backend4, Backend6, BackendValue, RevNat4, RevNat6, RevSk4Key, RevSk4Value, RevSk6Key,
+    RevSk6Value, Service4Key, Service6Key, ServiceKey, ServiceValue,
 };
 use crate::record::CiliumStats;
 
@@ -253,59 +253,10 @@ impl CiliumMaps {
 
     /// A frontend's reverse NAT index and backends, from the services and backends maps.
     fn frontend(&self, frontend: SocketAddr, proto: u8) -> Lookup {
-        let found = match frontend {
-            SocketAddr::V4(f) => {
-                let (Some(services), Some(backends)) = (&self.v4.services, &self.v4.backends)
-                else {
-                    return Lookup::Unknown;
-                };
-                frontend_backends(
-                    |slot, proto| {
-                        let key = Service4Key {
-                            address: f.ip().octets(),
-                            port: f.port().to_be_bytes(),
-                            backend_slot: slot,
-                            proto,
-                            ..Service4Key::default()
-                        };
-                        services.get(&key, 0).ok()
-                    },
-                    |id| {
-                        backends
-                            .get(&id, 0)
-                            .ok()
-                            .map(|b| maps::v4(b.address, b.port))
-                    },
-                    proto,
-                )
-            }
-            SocketAddr::V6(f) => {
-                let (Some(services), Some(backends)) = (&self.v6.services, &self.v6.backends)
-                else {
-                    return Lookup::Unknown;
-                };
-                frontend_backends(
-                    |slot, proto| {
-                        let key = Service6Key {
-                            address: f.ip().octets(),
-                            port: f.port().to_be_bytes(),
-                            backend_slot: slot,
-                            proto,
-                            ..Service6Key::default()
-                        };
-                        services.get(&key, 0).ok()
-                    },
-                    |id| {
-                        backends
-                            .get(&id, 0)
-                            .ok()
-                            .map(|b| maps::v6(b.address, b.port))
-                    },
-                    proto,
-                )
-            }
-        };
-        found.map_or(Lookup::Absent, |(index, list)| Lookup::Found(index, list))
+        match frontend {
+            SocketAddr::V4(_) => lookup(&self.v4.services, &self.v4.backends, frontend, proto),
+            SocketAddr::V6(_) => lookup(&self.v6.services, &self.v6.backends, frontend, proto),
+        }
     }
 
     /// What `stats.socket_lb.cilium` says.
@@ -319,6 +270,24 @@ impl CiliumMaps {
             backend_gone: self.backend_gone,
         }
     }
+}
+
+/// `frontend` in one family's services and backends maps.
+fn lookup<K: ServiceKey, B: BackendValue>(
+    services: &Maps<K, ServiceValue>,
+    backends: &Maps<u32, B>,
+    frontend: SocketAddr,
+    proto: u8,
+) -> Lookup {
+    let (Some(services), Some(backends)) = (services, backends) else {
+        return Lookup::Unknown;
+    };
+    frontend_backends(
+        |slot, proto| services.get(&K::of(frontend, slot, proto)?, 0).ok(),
+        |id| backends.get(&id, 0).ok().map(|b| b.address()),
+        proto,
+    )
+    .map_or(Lookup::Absent, |(index, list)| Lookup::Found(index, list))
 }
 
 /// What the services and backends maps say of a frontend.

@@ -3,10 +3,7 @@
 //! `cilium_lb{4,6}_backends_v3`: id -> address; layouts in `cilium/maps.rs`). The maps are opened
 //! at each read, so a Cilium that starts after the tracer is seen. Neither family's services map
 //! pinned there: Cilium is `absent` on this node.
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use aya::{
     Pod,
@@ -15,7 +12,9 @@ use aya::{
 
 use super::{Entry, Reader, Source, Unread, parse_proto};
 use crate::{
-    cilium::maps::{self, Backend4, Backend6, Service4Key, Service6Key, ServiceValue},
+    cilium::maps::{
+        Backend4, Backend6, BackendValue, Service4Key, Service6Key, ServiceKey, ServiceValue,
+    },
     identity::cluster::Proto,
 };
 
@@ -29,24 +28,8 @@ impl Reader for CiliumServices {
     }
 
     fn read(&self) -> Result<Vec<Entry>, Unread> {
-        let v4 = family::<Service4Key, Backend4>(&self.dir, '4', |k, b| {
-            (
-                maps::v4(k.address, k.port),
-                k.backend_slot,
-                k.proto,
-                maps::v4(b.address, b.port),
-                b.proto,
-            )
-        })?;
-        let v6 = family::<Service6Key, Backend6>(&self.dir, '6', |k, b| {
-            (
-                maps::v6(k.address, k.port),
-                k.backend_slot,
-                k.proto,
-                maps::v6(b.address, b.port),
-                b.proto,
-            )
-        })?;
+        let v4 = family::<Service4Key, Backend4>(&self.dir, '4')?;
+        let v6 = family::<Service6Key, Backend6>(&self.dir, '6')?;
         if v4.is_none() && v6.is_none() {
             return Err(Unread::Absent(format!(
                 "no cilium_lb4_services_v2 or cilium_lb6_services_v2 in {}: Cilium's kube-proxy \
@@ -62,15 +45,10 @@ impl Reader for CiliumServices {
     }
 }
 
-/// What one services-map slot and its backend say: frontend, slot, key protocol, backend, backend
-/// protocol.
-type Slot = (SocketAddr, u16, u8, SocketAddr, u8);
-
 /// One family's (frontend -> backend) entries; `None` when its services map is not pinned.
-fn family<K: Pod, B: Pod>(
+fn family<K: ServiceKey, B: BackendValue>(
     dir: &Path,
     v: char,
-    slot: impl Fn(&K, &B) -> Slot,
 ) -> Result<Option<Vec<Entry>>, Unread> {
     let services_name = format!("cilium_lb{v}_services_v2");
     let backends_name = format!("cilium_lb{v}_backends_v3");
@@ -83,19 +61,19 @@ fn family<K: Pod, B: Pod>(
     for item in &services {
         let (key, value) =
             item.map_err(|e| Unread::Failed(format!("reading {services_name}: {e}")))?;
+        if key.slot() == 0 {
+            continue; // the frontend itself
+        }
         let Ok(backend) = backends.get(&value.backend_id, 0) else {
             continue;
         };
-        let (service, backend_slot, key_proto, backend_addr, backend_proto) = slot(&key, &backend);
-        if backend_slot == 0 {
-            continue; // the frontend itself
-        }
         out.push(Entry {
-            service,
-            proto: proto_of(key_proto, backend_proto),
-            backend: backend_addr,
+            service: key.frontend(),
+            proto: proto_of(key.proto(), backend.proto()),
+            backend: backend.address(),
             location: format!(
-                "{services_name} slot {backend_slot}, {backends_name} id {}",
+                "{services_name} slot {}, {backends_name} id {}",
+                key.slot(),
                 value.backend_id
             ),
             name_hint: None,
