@@ -49,17 +49,18 @@ impl Enricher {
             .map(|e| e.original.src)
             .filter(|client| *client != peer);
         let client_dialed = client.and(entry.as_ref().map(|e| e.original.dst));
+        // The owner found at the live report is kept for the end (by then the socket is being
+        // freed and no process holds it); /proc is walked only when none is known.
         let key = (l.sock, l.first_ns);
-        let found = socket_owner::owner_of(l.socket_inode, Path::new("/proc"));
         let known = if is_final {
             self.reply_owners.remove(&key).map(|(owner, _)| owner)
         } else {
             None
         };
-        if let (Some(owner), false) = (&found, is_final) {
+        let owner = known.or_else(|| socket_owner::owner_of(l.socket_inode, Path::new("/proc")));
+        if let (Some(owner), false) = (&owner, is_final) {
             self.reply_owners.insert(key, (owner.clone(), ev.event_ns));
         }
-        let owner = found.or(known);
         let lost_for = Duration::from_nanos(ev.event_ns.saturating_sub(l.first_ns));
         ReplyLostRecord {
             time: self.time_of(ev.event_ns),
