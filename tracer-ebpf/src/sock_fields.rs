@@ -111,6 +111,11 @@ pub fn addrs(sock: u64) -> Addrs {
     }
 }
 
+/// `skc_daddr`: an IPv4 socket's remote address, zero while it is not connected.
+pub fn daddr_v4(sock: u64) -> [u8; 4] {
+    field(sock, sock_offsets().skc_daddr)
+}
+
 /// The socket's network namespace as its inode number (what `stat` on `/proc/PID/ns/net` says), 0 if
 /// it cannot be read. Every program type the tracer uses may read it this way on every kernel
 /// since 5.10, unlike `bpf_get_netns_cookie`.

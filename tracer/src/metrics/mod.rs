@@ -206,6 +206,12 @@ struct CapabilityLabels {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    side: &'static str,
+    tier: &'static str,
+}
+
 /// The families, fed by records (`MetricsSink`); the registry that encodes them goes to the server.
 pub struct Metrics {
     connects: Capped<ConnectLabels, Counter>,
@@ -224,6 +230,7 @@ pub struct Metrics {
     identity_stale: Family<SourceLabel, Gauge>,
     kernel: Family<ReleaseLabel, Gauge>,
     capabilities: Family<CapabilityLabels, Gauge>,
+    hooks: Family<HookLabels, Gauge>,
     degraded: Gauge,
     /// The last stats record's totals, to turn them into counter increments.
     last: StatsRecord,
@@ -266,6 +273,7 @@ impl Metrics {
         let identity_stale = Family::default();
         let kernel = Family::default();
         let capabilities = Family::default();
+        let hooks = Family::default();
         let degraded = Gauge::default();
         registry.register(
             "build",
@@ -355,6 +363,11 @@ impl Metrics {
             capabilities.clone(),
         );
         registry.register(
+            "kernel_hooks",
+            "Where each side's kernel programs hook in: 1 at its tier (fentry, tracepoint, kprobe, cgroup-skb)",
+            hooks.clone(),
+        );
+        registry.register(
             "kernel_capabilities_degraded",
             "Capabilities degraded or off on this kernel (not counting those disabled by an option)",
             degraded.clone(),
@@ -390,6 +403,7 @@ impl Metrics {
             identity_stale,
             kernel,
             capabilities,
+            hooks,
             degraded,
             last: StatsRecord::default(),
             service_now: HashSet::new(),
@@ -642,6 +656,17 @@ impl Metrics {
                 .set(1);
         }
         self.degraded.set(lacking);
+        self.hooks.clear();
+        for (side, tier) in [("tcp", &kernel.hooks.tcp), ("dns", &kernel.hooks.dns)] {
+            if let Some(tier) = tier.tier {
+                self.hooks
+                    .get_or_create(&HookLabels {
+                        side,
+                        tier: tier.name(),
+                    })
+                    .set(1);
+            }
+        }
     }
 
     /// Distinct label sets of `tracer_connects_total` and its folded updates (for tests and the
