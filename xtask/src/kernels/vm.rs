@@ -8,14 +8,19 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{SCENARIOS, debian::Kernel, initramfs, report};
+use super::{SCENARIOS, Side, debian::Kernel, initramfs, report};
 
 /// A VM that has not powered off by then is stopped and its scenarios count as failed.
 const VM_TIMEOUT: Duration = Duration::from_mins(20);
 const GUEST_INIT: &str = include_str!("guest_init.sh");
+/// The shell function that lists the tiers to force after the default run.
+const OTHER_TIERS: &str = include_str!("other_tiers.sh");
 
 /// The commands that run the scenarios and print what `report` parses: the kernel release, the
-/// tracer's first stats record (its `kernel` capabilities), each test binary's output.
+/// tracer's first stats record (its `kernel` capabilities and hook tiers), each test binary's
+/// output with the default tiers (`KM-TIER default`), then the same side's scenarios again with
+/// each other tier the tracer said this kernel offers forced (`KM-TIER dns kprobe`, ...). A forced
+/// tier the tracer cannot run fails its scenarios: nothing is skipped in silence.
 fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -26,31 +31,49 @@ fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -
     let _ = writeln!(s, "echo \"KM-KERNEL $(uname -r)\"");
     let _ = writeln!(
         s,
-        "\"$TRACER_BIN\" trace --duration 2 --stats-interval 1 --format json 2>&1 | sed 's/^/KM-CAPS /'"
+        "\"$TRACER_BIN\" trace --duration 2 --stats-interval 1 --format json > /tmp/km-caps 2>&1"
     );
+    let _ = writeln!(s, "sed 's/^/KM-CAPS /' /tmp/km-caps");
     // A program the kernel refused: the end of its verifier log, for whoever reads the VM's log.
     let _ = writeln!(
         s,
         "for f in /tmp/tracer-verifier-*.log; do [ -f \"$f\" ] && {{ echo \"KM-VERIFIER $f\"; tail -40 \"$f\"; }}; done"
     );
+    s.push_str(OTHER_TIERS);
     let _ = writeln!(s, "cd '{}'", root.join("tests").display());
+    let _ = writeln!(s, "echo 'KM-TIER default'");
+    run_binaries(&mut s, binaries, None, "");
+    for side in [Side::Tcp, Side::Dns] {
+        let var = format!("TRACER_{}_HOOKS", side.name().to_uppercase());
+        let _ = writeln!(s, "for tier in $(other_tiers {}); do", side.name());
+        let _ = writeln!(s, "echo \"KM-TIER {} $tier\"", side.name());
+        run_binaries(&mut s, binaries, Some(side), &format!("{var}=$tier "));
+        let _ = writeln!(s, "done");
+    }
+    let _ = writeln!(s, "echo KM-DONE");
+    s
+}
+
+/// Runs each binary's scenarios (of `side`, or all), with `env` before the command.
+fn run_binaries(s: &mut String, binaries: &[(String, PathBuf)], side: Option<Side>, env: &str) {
     for (name, exe) in binaries {
         let tests: Vec<&str> = SCENARIOS
             .iter()
-            .filter(|sc| sc.binary == name)
+            .filter(|sc| sc.binary == name && (side.is_none() || sc.side == side))
             .map(|sc| sc.test)
             .collect();
+        if tests.is_empty() {
+            continue;
+        }
         let _ = writeln!(s, "echo 'KM-RUN {name}'");
         let _ = writeln!(
             s,
-            "'{}' --test-threads=1 --color never --exact {} 2>&1",
+            "{env}'{}' --test-threads=1 --color never --exact {} 2>&1",
             exe.display(),
             tests.join(" ")
         );
         let _ = writeln!(s, "echo \"KM-EXIT {name} $?\"");
     }
-    let _ = writeln!(s, "echo KM-DONE");
-    s
 }
 
 pub fn run_on_host(
