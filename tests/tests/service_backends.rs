@@ -7,7 +7,7 @@ use std::{
 
 use serde_json::Value;
 use tests::{
-    testbed::{Listener, ServiceBed, nft_drop_syn_to},
+    testbed::{Listener, ReturnPathBed, ServiceBed, nft_drop_syn_to},
     tracer::Tracer,
 };
 
@@ -535,4 +535,52 @@ fn a_host_network_connect_to_a_backend_nobody_has_is_unreachable_and_named() {
     assert_eq!(r["verdict"], "unreachable", "{r}");
     assert_eq!(r["service"], format!("{vip}:{SVC_PORT}"), "{r}");
     assert_eq!(r["backend"], format!("{gone}:{POD_PORT}"), "{r}");
+}
+
+#[test]
+fn a_syn_ack_dropped_after_the_nodes_conntrack_is_no_answered_connect() {
+    // Regression (#28): the ingress node's conntrack saw the pod's SYN-ACK before the node dropped
+    // it, and the `service` record counted the abandoned connect's backend `established`.
+    let bed = ReturnPathBed::new("sva");
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--conntrack-netns",
+        bed.ingress.name(),
+    ]);
+    let addr = SocketAddr::V4(bed.pod_addr);
+    let _listener = bed
+        .pod
+        .run_in("sva-bind", move || std::net::TcpListener::bind(addr))
+        .expect("the server listens");
+    bed.cut_return_path_after_conntrack();
+    let dst = SocketAddr::V4(bed.node_port);
+    let answered = bed.client.run_in("sva-client", move || {
+        std::net::TcpStream::connect_timeout(&dst, Duration::from_millis(2500)).is_ok()
+    });
+    assert!(!answered, "the client never gets the SYN-ACK");
+    let end = tracer.expect("the connect's end", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(end["verdict"], "abandoned", "{end}");
+    assert_eq!(end["backend"], bed.pod_addr.to_string(), "{end}");
+    // Service records come every stats interval (1 s); a few cover the dumps after the SYN-ACK.
+    tracer.collect_for(Duration::from_secs(4));
+    let services: Vec<&Value> = tracer
+        .seen
+        .iter()
+        .filter(|v| v["kind"] == "service" && v["service"] == bed.node_port.to_string())
+        .collect();
+    assert!(!services.is_empty(), "the Service view names the NodePort");
+    for s in &services {
+        for b in s["backends"].as_array().expect("backends") {
+            assert!(
+                b["verdicts"].get("established").is_none(),
+                "the abandoned connect was counted answered: {s}"
+            );
+        }
+    }
+    let last = services.last().expect("a service record");
+    assert_eq!(last["total"], 1, "one connect, abandoned: {last}");
+    assert_eq!(last["failing"], 1, "{last}");
 }
