@@ -65,10 +65,10 @@ fn six_nodes() -> Sweep {
         }],
         dns: vec![DnsFinding {
             server: "10.235.6.53:53".into(),
-            service: None,
+            service: Some("10.96.235.53:53".into()),
             nodes: counts(&[("node-6", 12)]),
             lost: 12,
-            stuck_sockets: 0,
+            stuck_sockets: 1,
             last_grew_s: Some(1),
         }],
         stale_datapath: vec![StaleFinding {
@@ -120,6 +120,7 @@ fn screen(t: &Terminal<TestBackend>) -> String {
 fn the_cluster_view_ranks_the_half_open_flow_first() {
     let mut state = cluster_only(at(102));
     insta::assert_snapshot!("cluster_only_100x20", screen(&render(&mut state, 100, 20)));
+    insta::assert_snapshot!("cluster_only_80x24", screen(&render(&mut state, 80, 24)));
 }
 
 #[test]

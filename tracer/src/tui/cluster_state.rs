@@ -2,7 +2,10 @@
 //! scrapes every node's tracer (`--prometheus`), as rows ranked like `tracer sweep` ranks its
 //! findings, how fresh that answer is, and the selection. Never imports widgets:
 //! `cluster_view.rs` renders it.
-use std::time::{Duration, SystemTime};
+use std::{
+    fmt::Write as _,
+    time::{Duration, SystemTime},
+};
 
 use serde::Serialize;
 
@@ -251,7 +254,16 @@ fn half_open_row(h: &sweep::HalfOpenFinding, total: usize, window: &str) -> Clus
     ClusterRow {
         kind: "half-open".into(),
         what: format!("{service} -> {} ({})", h.backend, backend_nodes.join(", ")),
-        nodes: format!("{} -> {}", counts(&h.client_nodes), h.peer_node),
+        // The clients' nodes and the node the replies went to; their counts are in the detail.
+        nodes: format!(
+            "{} -> {}",
+            h.client_nodes
+                .iter()
+                .map(|n| n.node.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            h.peer_node
+        ),
         count: Some(h.connects),
         ago_s: h.last_grew_s,
         sentence: sweep::half_open_text(h, total),
@@ -260,10 +272,14 @@ fn half_open_row(h: &sweep::HalfOpenFinding, total: usize, window: &str) -> Clus
 }
 
 fn dns_row(d: &sweep::DnsFinding, total: usize, window: &str) -> ClusterRow {
-    let what = d
+    let mut what = d
         .service
         .as_ref()
         .map_or_else(|| d.server.clone(), |s| format!("{s} -> {}", d.server));
+    if d.stuck_sockets > 0 {
+        let s = if d.stuck_sockets == 1 { "" } else { "s" };
+        let _ = write!(what, " ({} stuck socket{s})", d.stuck_sockets);
+    }
     let mut queries = vec![(
         "DNS queries lost, by node".into(),
         promql::dns_row(d, window),

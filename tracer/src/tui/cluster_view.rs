@@ -131,14 +131,17 @@ fn render_table(pane: &ClusterPane, rows: &[&ClusterRow], area: Rect, buf: &mut 
     let widest = |f: &dyn Fn(&ClusterRow) -> usize, lo: usize, hi: usize| {
         rows.iter().map(|r| f(r)).max().unwrap_or(0).clamp(lo, hi)
     };
-    // Addresses are not cut where the screen allows: WHAT is as wide as its widest, and the
-    // list of nodes takes what is left.
+    // Addresses are not cut where the screen allows: NODES keeps up to 24 columns (a few nodes
+    // and the one the replies went to), WHAT takes up to its widest of the rest, NODES the remainder.
     let kind_w = widest(&|r| r.kind.len(), 4, 16);
-    let what_w = widest(&|r| r.what.len(), 4, 60);
+    let nodes_w = widest(&|r| r.nodes.len(), 5, 24);
+    let fixed = kind_w + 6 + 6 + 4 + 1;
+    let room = usize::from(area.width).saturating_sub(fixed + nodes_w);
+    let what_w = widest(&|r| r.what.len(), 4, 60).min(room).max(12);
     let widths = [
         Constraint::Length(col(kind_w)),
         Constraint::Length(col(what_w)),
-        Constraint::Min(10),
+        Constraint::Min(col(nodes_w)),
         Constraint::Length(6),
         Constraint::Length(6),
     ];
