@@ -678,7 +678,8 @@ pub fn dns_text(d: &DnsFinding, total: usize) -> String {
         with_counts(&d.nodes)
     );
     if d.stuck_sockets > 0 {
-        let _ = write!(out, "; {} sockets stuck on it", d.stuck_sockets);
+        let s = if d.stuck_sockets == 1 { "" } else { "s" };
+        let _ = write!(out, "; {} socket{s} stuck on it", d.stuck_sockets);
     }
     out
 }
