@@ -62,6 +62,27 @@ impl Prometheus {
     pub fn url() -> String {
         format!("http://127.0.0.1:{PORT}")
     }
+
+    /// SIGSTOP: its port still accepts connections (the kernel's backlog), nothing answers them.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Gone: its port refuses.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(pid, signal) };
+    }
 }
 
 impl Drop for Prometheus {

@@ -437,7 +437,7 @@ fn a_return_path_cut_through_a_nodeport_is_one_finding_across_six_nodes_live() {
     let targets: Vec<String> = (0..NODES)
         .map(|i| format!("127.0.0.1:{}", FIRST_METRICS_PORT + u16::from(i)))
         .collect();
-    let _prometheus = Prometheus::start(&mon, &targets);
+    let mut prometheus = Prometheus::start(&mon, &targets);
     let all: Vec<String> = (1..=NODES).map(|n| format!("node-{n}")).collect();
     let scraped = wait_for(
         &mon,
@@ -619,6 +619,40 @@ fn a_return_path_cut_through_a_nodeport_is_one_finding_across_six_nodes_live() {
     });
     eprintln!("the Cluster view after the fault:\n{screen}");
 
+    // A Prometheus that stops answering is one line in the header; the screen still answers keys
+    // and keeps the last answer. Its refresh is 2 s: slow after that, failed after 6 s.
+    prometheus.pause();
+    let screen = tui.wait_until("Prometheus slow", Duration::from_secs(10), |s| {
+        header_line(s).contains("Prometheus slow: no answer for")
+    });
+    assert!(
+        screen.contains("stale rule"),
+        "the last answer stays:\n{screen}"
+    );
+    tui.keys(&["?"]);
+    tui.wait_until(
+        "the help, while Prometheus hangs",
+        Duration::from_secs(5),
+        |s| s.contains("Keys (? or Esc closes)"),
+    );
+    tui.keys(&["Escape"]);
+    let screen = tui.wait_until("the round given up", Duration::from_secs(15), |s| {
+        header_line(s).contains("did not answer within 6s")
+    });
+    eprintln!("the Cluster view while Prometheus hangs:\n{screen}");
+    prometheus.resume();
+    tui.wait_until("an answer again", Duration::from_secs(15), |s| {
+        header_line(s).contains("6 nodes, answered") && !header_line(s).contains("did not answer")
+    });
+    prometheus.stop();
+    let screen = tui.wait_until("Prometheus unreachable", Duration::from_secs(15), |s| {
+        header_line(s).contains("cannot reach Prometheus at http://127.0.0.1:9090")
+    });
+    assert!(
+        screen.contains("stale rule"),
+        "the last answer stays:\n{screen}"
+    );
+
     tui.keys(&["q"]);
     let screen = tui.wait_until("the TUI's exit", Duration::from_secs(10), |s| {
         s.contains("exit=")
@@ -633,6 +667,11 @@ fn a_return_path_cut_through_a_nodeport_is_one_finding_across_six_nodes_live() {
     server_thread.join().expect("server thread");
     drop(tracers);
     drop((dead_dns, live_dns));
+}
+
+/// The Cluster view's line about Prometheus (the header's second with `--cluster-only`).
+fn header_line(screen: &str) -> &str {
+    screen.lines().nth(1).unwrap_or("")
 }
 
 /// A directory of the test's, removed when the test ends, passing or not.
