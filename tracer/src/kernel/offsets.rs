@@ -51,7 +51,8 @@ pub fn sock_offsets(kernel_btf: &KernelBtf<'_>, btf_path: &Path) -> anyhow::Resu
         skc_num: offset("sock_common", "skc_num")?,
         socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
             + offset("inode", "i_ino")?,
-        _pad: [0; 2],
+        sk_max_ack_backlog: offset("sock", "sk_max_ack_backlog")?,
+        _pad: 0,
     })
 }
 
