@@ -382,8 +382,13 @@ pub struct HookOffsets {
     /// `regs[1..6]`, `syscallno`).
     pub syscall_args: [u32; 6],
     pub syscall_nr: u32,
+    /// `flowi4.uli` and `flowi6.uli`: a UDP datagram's ports (`union flowi_uli`: destination, then
+    /// source, network order) where `udp_send_skb()` gets them, before it writes the UDP header.
+    pub flowi4_uli: u32,
+    pub flowi6_uli: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<HookOffsets>() == 48);
+const _: () = assert!(size_of::<HookOffsets>() == 60);
 
 /// This architecture's numbers of the syscalls whose buffers the syscall-tracepoint DNS hooks read
 /// (-1 where the architecture has none). The user structures they point at (`msghdr`, `mmsghdr`,

@@ -1,8 +1,9 @@
 //! A UDP datagram in a `struct sk_buff` the kernel handed a function hook (`udp_send_skb.rs`,
 //! `udp_enqueue.rs`): its IP and UDP headers and the DNS header after them, read from kernel memory
-//! at offsets from the running kernel's BTF (`HookOffsets`). Both functions see the datagram whole:
-//! on the way out the IP header is built and the payload copied into the linear area; on the way in
-//! the headers were pulled into it by the IP and UDP receive paths.
+//! at offsets from the running kernel's BTF (`HookOffsets`). On the way in the headers were pulled
+//! into the linear area by the IP and UDP receive paths. On the way out the IP header is built and
+//! the payload copied into the linear area, but the UDP header is written by `udp_send_skb()`
+//! itself, after the hook: its ports are read from the flow the caller passed (`Ports::InFlow`).
 use aya_ebpf::helpers::bpf_probe_read_kernel_buf;
 use tracer_common::{AF_INET, AF_INET6, DNS_QUESTION_BYTES, counter};
 
@@ -15,6 +16,14 @@ use crate::{
 
 /// The `struct sk_buff *` as a number.
 pub struct KernelSkb(pub u64);
+
+/// Where a datagram's ports are.
+pub enum Ports {
+    /// In its UDP header.
+    InHeader,
+    /// In a `union flowi_uli` at this kernel address: destination then source, network order.
+    InFlow(u64),
+}
 
 /// Where a datagram's UDP payload is in kernel memory, and how long it is.
 pub struct Payload {
@@ -31,7 +40,11 @@ impl KernelSkb {
     /// The datagram's addresses and ports, and its payload, when its ports are `wanted` (source,
     /// destination); `None` when they are not, or it is not IPv4 or IPv6 UDP, or its headers
     /// cannot be read. The UDP header is read first: most datagrams stop there.
-    pub fn udp(&self, wanted: impl FnOnce(u16, u16) -> bool) -> Option<(Datagram, Payload)> {
+    pub fn udp(
+        &self,
+        ports: Ports,
+        wanted: impl FnOnce(u16, u16) -> bool,
+    ) -> Option<(Datagram, Payload)> {
         let off = hook_offsets();
         let head: u64 = read(self.0 + u64::from(off.skb_head));
         if head == 0 {
@@ -39,9 +52,24 @@ impl KernelSkb {
         }
         let transport =
             head + u64::from(read::<u16>(self.0 + u64::from(off.skb_transport_header)));
-        let udp: [u8; 8] = read(transport);
-        let sport = u16::from_be_bytes([udp[0], udp[1]]);
-        let dport = u16::from_be_bytes([udp[2], udp[3]]);
+        let (sport, dport, udp_len) = match ports {
+            Ports::InHeader => {
+                let udp: [u8; 8] = read(transport);
+                (
+                    u16::from_be_bytes([udp[0], udp[1]]),
+                    u16::from_be_bytes([udp[2], udp[3]]),
+                    Some(u64::from(u16::from_be_bytes([udp[4], udp[5]]))),
+                )
+            }
+            Ports::InFlow(uli) => {
+                let ports: [u8; 4] = read(uli);
+                (
+                    u16::from_be_bytes([ports[2], ports[3]]),
+                    u16::from_be_bytes([ports[0], ports[1]]),
+                    None,
+                )
+            }
+        };
         if !wanted(sport, dport) {
             return None;
         }
@@ -62,12 +90,10 @@ impl KernelSkb {
             }
             _ => return None,
         };
-        let udp_len = u64::from(u16::from_be_bytes([udp[4], udp[5]]));
         let at = transport + 8;
-        // The payload as the UDP header counts it, within the linear area.
-        let len = udp_len
-            .saturating_sub(8)
-            .min(linear_end.saturating_sub(at));
+        // The payload within the linear area, and as the UDP header counts it where it is written.
+        let linear = linear_end.saturating_sub(at);
+        let len = udp_len.map_or(linear, |l| l.saturating_sub(8).min(linear));
         let dgram = Datagram {
             family,
             src,

@@ -60,6 +60,9 @@ static HOOK_OFFSETS: HookOffsets = HookOffsets {
     skb_tail: 0,
     syscall_args: [0; 6],
     syscall_nr: 0,
+    flowi4_uli: 0,
+    flowi6_uli: 0,
+    _pad: 0,
 };
 
 pub fn hook_offsets() -> HookOffsets {

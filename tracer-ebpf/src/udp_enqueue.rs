@@ -10,7 +10,7 @@ use aya_ebpf::{
 
 use crate::{
     dns::{self, DNS_PORT, DnsSocket},
-    kernel_skb::KernelSkb,
+    kernel_skb::{KernelSkb, Ports},
     maps::hooks_only,
     sock_fields::as_number,
 };
@@ -36,7 +36,7 @@ fn arrived(sk: u64, skb: u64) -> i32 {
 }
 
 fn reply(sock: u64, skb: &KernelSkb) -> Option<()> {
-    let (dgram, payload) = skb.udp(|sport, _| sport == DNS_PORT)?;
+    let (dgram, payload) = skb.udp(Ports::InHeader, |sport, _| sport == DNS_PORT)?;
     let socket = DnsSocket::of(sock, None)?;
     let header = payload.dns_header()?;
     dns::pair_reply(&socket, &header, Some((dgram.family, dgram.src, dgram.sport)))

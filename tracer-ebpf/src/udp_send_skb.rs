@@ -1,8 +1,9 @@
 //! DNS queries, on the `fentry` and `kprobe` tiers: `udp_send_skb(skb, fl4, cork)` and
-//! `udp_v6_send_skb(skb, fl6, cork)` hand every UDP datagram a socket sends to the IP layer, built
-//! whole (IP header, UDP header, payload in the linear area: `kernel_skb.rs`), in the sender's
-//! context. Only UDP sends pass here, once per datagram (each message of a `sendmmsg`, the glibc
-//! A+AAAA pair included): no TCP connect or packet runs these programs.
+//! `udp_v6_send_skb(skb, fl6, cork)` hand every UDP datagram a socket sends to the IP layer, in
+//! the sender's context: its IP header built, its payload in the linear area, its ports in the flow
+//! (the UDP header is written after this hook: `kernel_skb.rs`). Only UDP sends pass here, once
+//! per datagram (each message of a `sendmmsg`, the glibc A+AAAA pair included): no TCP connect or
+//! packet runs these programs.
 //!
 //! The destination is the one the socket sends to before netfilter's `OUTPUT` (a Service address,
 //! not the backend a DNAT in the sender's own namespace picks); userspace names the backend from
@@ -17,40 +18,60 @@ use tracer_common::AF_INET;
 
 use crate::{
     dns::{self, DNS_PORT, DnsSocket},
-    kernel_skb::KernelSkb,
+    kernel_skb::{KernelSkb, Ports},
     maps::{caller, hooks_only},
+    maps_dns::hook_offsets,
     sock_fields::{self, as_number},
 };
 
 #[fentry(function = "udp_send_skb")]
 pub fn fentry_udp_send_skb(ctx: FEntryContext) -> i32 {
-    sent(ctx.arg(0))
+    sent(ctx.arg(0), ctx.arg(1), Family::V4)
 }
 
 #[fentry(function = "udp_v6_send_skb")]
 pub fn fentry_udp_v6_send_skb(ctx: FEntryContext) -> i32 {
-    sent(ctx.arg(0))
+    sent(ctx.arg(0), ctx.arg(1), Family::V6)
 }
 
 #[kprobe]
 pub fn kprobe_udp_send_skb(ctx: ProbeContext) -> u32 {
-    ctx.arg(0).map_or(0, |skb: u64| sent(skb) as u32)
+    match (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) {
+        (Some(skb), Some(flow)) => sent(skb, flow, Family::V4) as u32,
+        _ => 0,
+    }
 }
 
 #[kprobe]
 pub fn kprobe_udp_v6_send_skb(ctx: ProbeContext) -> u32 {
-    ctx.arg(0).map_or(0, |skb: u64| sent(skb) as u32)
+    match (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) {
+        (Some(skb), Some(flow)) => sent(skb, flow, Family::V6) as u32,
+        _ => 0,
+    }
 }
 
-fn sent(skb: u64) -> i32 {
+/// Which function: `udp_send_skb(skb, struct flowi4 *, cork)` or `udp_v6_send_skb(skb, struct
+/// flowi6 *, cork)`.
+enum Family {
+    V4,
+    V6,
+}
+
+fn sent(skb: u64, flow: u64, family: Family) -> i32 {
     if !hooks_only() {
-        let _ = query(&KernelSkb(as_number(skb)));
+        let off = hook_offsets();
+        let uli = match family {
+            Family::V4 => off.flowi4_uli,
+            Family::V6 => off.flowi6_uli,
+        };
+        let ports = Ports::InFlow(as_number(flow) + u64::from(uli));
+        let _ = query(&KernelSkb(as_number(skb)), ports);
     }
     0
 }
 
-fn query(skb: &KernelSkb) -> Option<()> {
-    let (dgram, payload) = skb.udp(|_, dport| dport == DNS_PORT)?;
+fn query(skb: &KernelSkb, ports: Ports) -> Option<()> {
+    let (dgram, payload) = skb.udp(ports, |_, dport| dport == DNS_PORT)?;
     let sock = skb.sock();
     let socket = DnsSocket::of(sock, None)?;
     let header = payload.dns_header()?;

@@ -71,6 +71,8 @@ pub fn hook_offsets(kernel_btf: &KernelBtf<'_>) -> Result<HookOffsets, String> {
         skb_network_header: offset("sk_buff", "network_header")?,
         skb_transport_header: offset("sk_buff", "transport_header")?,
         skb_tail: offset("sk_buff", "tail")?,
+        flowi4_uli: offset("flowi4", "uli")?,
+        flowi6_uli: offset("flowi6", "uli")?,
         ..HookOffsets::default()
     };
     let (args, nr) = syscall_registers(&offset)?;

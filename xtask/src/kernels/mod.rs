@@ -240,6 +240,20 @@ pub fn run(args: &KernelsArgs, tracer: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cargo xtask vm`: boots series `name` and runs `script` in it; the console goes to stdout.
+pub fn boot_script(name: &str, script: &Path) -> anyhow::Result<()> {
+    crate::setup::debian_packages(&["qemu-system-x86", "busybox-static", "xz-utils"])?;
+    let body = std::fs::read_to_string(script)
+        .with_context(|| format!("reading {}", script.display()))?;
+    let kernel = debian_kernel(name)?;
+    let work = workspace_root()?.join("target/kernel-matrix");
+    std::fs::create_dir_all(&work)?;
+    let log = work.join(format!("vm-{}.log", kernel.release));
+    boot(&kernel, &body, &work, &log, std::time::Duration::from_mins(20))?;
+    print!("{}", std::fs::read_to_string(&log)?);
+    Ok(())
+}
+
 /// The newest Debian kernel of series `name` (`6.12`, ...), downloaded once and then cached, for
 /// booting a VM of one's own (the archive unreachable: the newest cached one).
 pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
