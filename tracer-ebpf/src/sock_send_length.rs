@@ -37,13 +37,14 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
     let Some(buffers) = syscall_buffers::current() else {
         return 0;
     };
+    let own = sock_fields::addrs(sock);
     let mut socket = None;
     for i in 0..syscall_buffers::MAX_MMSG {
         if i >= buffers.count {
             break;
         }
         let buffer = &buffers.items[i];
-        let Some(dgram) = datagram(sock, buffer.name) else {
+        let Some(dgram) = datagram(&own, buffer.name) else {
             continue;
         };
         if dgram.dport != DNS_PORT || buffer.len < DNS_HEADER_LEN as u64 {
@@ -106,9 +107,8 @@ fn query(sock: u64, socket: &DnsSocket, dgram: &Datagram, buffer: &Buffer) -> Op
     )
 }
 
-/// Where the datagram went: the address the call named, else the socket's peer.
-fn datagram(sock: u64, name: u64) -> Option<Datagram> {
-    let own = sock_fields::addrs(sock);
+/// Where the datagram went: the address the call named, else the socket's peer (`own`).
+fn datagram(own: &sock_fields::Addrs, name: u64) -> Option<Datagram> {
     let mut dgram = Datagram {
         family: own.family,
         src: own.saddr,
