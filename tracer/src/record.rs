@@ -600,6 +600,14 @@ pub struct Dropped {
     /// outcome unknown, not reported.
     #[serde(default)]
     pub end_unseen: u64,
+    /// DNS datagrams whose header a hook could not read (user memory not paged in, a header
+    /// outside an skb's linear data): queries not followed, replies not paired.
+    #[serde(default)]
+    pub dns_unreadable: u64,
+    /// Messages of one `sendmmsg`/`recvmmsg` call past the first four, which the syscall
+    /// tracepoint tier does not read.
+    #[serde(default)]
+    pub dns_mmsg_beyond: u64,
 }
 
 /// One cause of loss as it is shown: `name` in `tracer summary`, `short` in the TUI's one-line
@@ -612,7 +620,7 @@ pub struct DropCause {
 
 impl Dropped {
     /// Every cause, in the order shown: one list for every breakdown, so each adds up to `total`.
-    pub fn by_cause(&self) -> [DropCause; 11] {
+    pub fn by_cause(&self) -> [DropCause; 13] {
         let cause = |name, short, count| DropCause { name, short, count };
         [
             cause("ring buffer full", "ring", self.ring_buffer_full),
@@ -642,6 +650,12 @@ impl Dropped {
                 self.skipped_program_runs,
             ),
             cause("ends unseen", "ends unseen", self.end_unseen),
+            cause("dns unreadable", "dns unreadable", self.dns_unreadable),
+            cause(
+                "dns mmsg beyond",
+                "dns mmsg beyond",
+                self.dns_mmsg_beyond,
+            ),
         ]
     }
 

@@ -709,6 +709,8 @@ fn drop_cause_label(name: &'static str) -> &'static str {
         "dns healthy map full" => "dns_healthy_map_full",
         "skipped program runs" => "skipped_program_runs",
         "ends unseen" => "end_unseen",
+        "dns unreadable" => "dns_unreadable",
+        "dns mmsg beyond" => "dns_mmsg_beyond",
         other => other,
     }
 }
