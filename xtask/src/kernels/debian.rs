@@ -1,7 +1,7 @@
 //! Debian's kernel packages, downloaded and unpacked (never installed on the host), cached between
-//! runs. The newest package of each series is resolved at run time through a private apt state that
-//! points at the same archive as the system's sources: the archive drops old patch releases, and
-//! the system's own sources stay untouched.
+//! runs. The newest package of each series is resolved at run time through a private apt state
+//! (one per architecture) that points at the same archive as the system's sources: the archive
+//! drops old patch releases, and the system's own sources and package database stay untouched.
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
@@ -10,7 +10,10 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::shell::{output, run};
+use crate::{
+    arch::Arch,
+    shell::{output, run},
+};
 
 /// A kernel series the nodes run, and the Debian suite that ships it.
 pub struct Series {
@@ -38,18 +41,33 @@ pub fn cache_dir() -> PathBuf {
     base.join("tracer-kernel-matrix")
 }
 
-/// apt with its lists and archives under `dir`, reading only `dir/sources.list`.
-fn apt(dir: &Path, tool: &str) -> Command {
+/// The private apt state of `arch`'s packages.
+pub fn apt_dir(arch: Arch) -> PathBuf {
+    match arch {
+        Arch::Amd64 => cache_dir().join("apt"),
+        Arch::Arm64 => cache_dir().join(format!("apt-{}", arch.debian_name())),
+    }
+}
+
+/// apt for `arch`'s packages, with its lists and archives under `apt_dir(arch)`, reading only its
+/// `sources.list`, and an empty package database of its own (nothing is installed anywhere).
+pub fn apt(arch: Arch, tool: &str) -> Command {
+    let dir = apt_dir(arch);
     let mut cmd = Command::new(tool);
     for (key, value) in [
         ("Dir::Etc::sourcelist", dir.join("sources.list")),
         ("Dir::Etc::sourceparts", PathBuf::from("-")),
         ("Dir::State::Lists", dir.join("lists")),
+        ("Dir::State::status", dir.join("status")),
         ("Dir::Cache::Archives", dir.join("archives")),
         ("Dir::Cache", dir.join("cache")),
     ] {
         cmd.arg("-o").arg(format!("{key}={}", value.display()));
     }
+    cmd.args(["-o", &format!("APT::Architecture={}", arch.debian_name())])
+        .args(["-o", &format!("APT::Architectures={}", arch.debian_name())])
+        // apt drops privileges to _apt for downloads; a root-owned cache folder would make it warn.
+        .args(["-o", "APT::Sandbox::User=root"]);
     cmd
 }
 
@@ -81,12 +99,15 @@ fn archive_uri(suffix: &str) -> Option<String> {
     None
 }
 
-/// Refreshes the private apt state for `suites`. Returns false (and says why) if the archive cannot
-/// be reached; then cached kernels are used.
-pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
-    let dir = cache_dir().join("apt");
+/// Refreshes the private apt state of `arch` for `suites`. Returns false (and says why) if the
+/// archive cannot be reached; then only cached kernels can be tested.
+pub fn refresh(arch: Arch, suites: &[&str]) -> anyhow::Result<bool> {
+    let dir = apt_dir(arch);
     for sub in ["lists/partial", "archives/partial", "cache"] {
         std::fs::create_dir_all(dir.join(sub))?;
+    }
+    if !dir.join("status").exists() {
+        std::fs::write(dir.join("status"), "")?;
     }
     let uri = archive_uri("/debian").context(
         "no Debian archive (a URI ending in /debian) in /etc/apt/sources.list(.d): the kernel \
@@ -104,27 +125,28 @@ pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
         }
     }
     std::fs::write(dir.join("sources.list"), sources)?;
-    let ok = apt(&dir, "apt-get")
-        .args(["-qq", "-o", "APT::Sandbox::User=root", "update"])
+    let ok = apt(arch, "apt-get")
+        .args(["-qq", "update"])
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
         eprintln!(
-            "xtask: the Debian archive did not answer; using the kernels cached in {}",
+            "xtask: the Debian archive did not answer; only the {} kernels cached in {} can be tested",
+            arch.debian_name(),
             cache_dir().display()
         );
     }
     Ok(ok)
 }
 
-/// The newest `linux-image-SERIES.*-amd64-unsigned` package the archive has.
-fn newest_package(series: &Series) -> anyhow::Result<String> {
-    let dir = cache_dir().join("apt");
+/// The newest `linux-image-SERIES.*-ARCH-unsigned` package the archive has.
+fn newest_package(series: &Series, arch: Arch) -> anyhow::Result<String> {
     let pattern = format!("^linux-image-{}\\.", series.name.replace('.', "\\."));
-    let list = output(apt(&dir, "apt-cache").args(["search", "--names-only", &pattern]))?;
+    let list = output(apt(arch, "apt-cache").args(["search", "--names-only", &pattern]))?;
+    let suffix = format!("-{}-unsigned", arch.debian_name());
     list.lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|name| name.ends_with("-amd64-unsigned"))
+        .filter(|name| name.ends_with(&suffix))
         .filter(|name| !name.contains("-rt-") && !name.contains("-cloud-"))
         .max_by_key(|name| version_numbers(name))
         .map(str::to_string)
@@ -144,13 +166,13 @@ fn version_numbers(name: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The newest kernel of `series`: downloaded and unpacked unless it is in the cache already. When
-/// the archive is unreachable (`online` false), the newest cached one.
-pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
+/// The newest `arch` kernel of `series`: downloaded and unpacked unless it is in the cache
+/// already. When the archive is unreachable (`online` false), the newest cached one, if any.
+pub fn kernel(series: &Series, arch: Arch, online: bool) -> anyhow::Result<Kernel> {
     let root = cache_dir().join("kernels");
     std::fs::create_dir_all(&root)?;
     let package = if online {
-        Some(newest_package(series)?)
+        Some(newest_package(series, arch)?)
     } else {
         None
     };
@@ -158,7 +180,7 @@ pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
         Some(package) => {
             let dir = root.join(package);
             if !dir.join("boot").is_dir() {
-                download_and_unpack(package, &dir)?;
+                download_and_unpack(arch, package, &dir)?;
             }
             dir
         }
@@ -167,15 +189,18 @@ pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
             .map(|e| e.path())
             .filter(|p| {
                 p.file_name().is_some_and(|n| {
-                    n.to_string_lossy()
-                        .starts_with(&format!("linux-image-{}.", series.name))
+                    let n = n.to_string_lossy();
+                    n.starts_with(&format!("linux-image-{}.", series.name))
+                        && n.ends_with(&format!("-{}-unsigned", arch.debian_name()))
                 }) && p.join("boot").is_dir()
             })
             .max_by_key(|p| version_numbers(&p.to_string_lossy()))
             .with_context(|| {
                 format!(
-                    "no cached kernel {} and the archive is unreachable",
-                    series.name
+                    "the Debian archive is unreachable and no {} {} kernel is cached in {}",
+                    arch.debian_name(),
+                    series.name,
+                    root.display()
                 )
             })?,
     };
@@ -191,14 +216,12 @@ pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
     })
 }
 
-fn download_and_unpack(package: &str, dir: &Path) -> anyhow::Result<()> {
+fn download_and_unpack(arch: Arch, package: &str, dir: &Path) -> anyhow::Result<()> {
     eprintln!("xtask: downloading {package}");
-    let apt_dir = cache_dir().join("apt");
     let debs = cache_dir().join("debs");
     std::fs::create_dir_all(&debs)?;
-    // apt drops privileges to _apt for downloads; a root-owned cache folder would make it warn.
-    run(apt(&apt_dir, "apt-get")
-        .args(["-qq", "-o", "APT::Sandbox::User=root", "download", package])
+    run(apt(arch, "apt-get")
+        .args(["-qq", "download", package])
         .current_dir(&debs))?;
     let deb = std::fs::read_dir(&debs)?
         .flatten()
