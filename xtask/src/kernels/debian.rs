@@ -29,6 +29,8 @@ pub struct Kernel {
     pub vmlinuz: PathBuf,
     /// `lib/modules/RELEASE` of the package.
     pub modules: PathBuf,
+    /// Why it is not the newest the archive lists, if it is not.
+    pub note: Option<String>,
 }
 
 /// Where kernels, busybox and apt state are kept between runs: outside the work tree, so a fresh
@@ -140,23 +142,32 @@ pub fn refresh(arch: Arch, suites: &[&str]) -> anyhow::Result<bool> {
 }
 
 /// The newest `linux-image-SERIES.*-ARCH-unsigned` package the archive has.
-fn newest_package(series: &Series, arch: Arch) -> anyhow::Result<String> {
+/// The `linux-image-SERIES.*-ARCH-unsigned` packages the archive lists, newest first.
+fn packages_newest_first(series: &Series, arch: Arch) -> anyhow::Result<Vec<String>> {
     let pattern = format!("^linux-image-{}\\.", series.name.replace('.', "\\."));
     let list = output(apt(arch, "apt-cache").args(["search", "--names-only", &pattern]))?;
     let suffix = format!("-{}-unsigned", arch.debian_name());
-    list.lines()
+    let mut packages: Vec<String> = list
+        .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|name| name.ends_with(&suffix))
         .filter(|name| !name.contains("-rt-") && !name.contains("-cloud-"))
-        .max_by_key(|name| version_numbers(name))
         .map(str::to_string)
-        .with_context(|| {
-            format!(
-                "no linux-image-{}.* package in {}",
-                series.name, series.suite
-            )
-        })
+        .collect();
+    packages.sort_by_key(|name| std::cmp::Reverse(version_numbers(name)));
+    if packages.is_empty() {
+        anyhow::bail!(
+            "no linux-image-{}.*-{}-unsigned package in {}",
+            series.name,
+            arch.debian_name(),
+            series.suite
+        );
+    }
+    Ok(packages)
 }
+
+/// How many older packages of a series are tried when the newest cannot be downloaded.
+const OLDER_TRIED: usize = 6;
 
 /// The numbers in a package name, in order: `6.1.0-57` sorts below `6.1.0-58`, `6.12.115` below
 /// `6.12.117`.
@@ -167,24 +178,42 @@ fn version_numbers(name: &str) -> Vec<u64> {
 }
 
 /// The newest `arch` kernel of `series`: downloaded and unpacked unless it is in the cache
-/// already. When the archive is unreachable (`online` false), the newest cached one, if any.
+/// already. The archive's index can list a package its pool no longer serves (bullseye-security's
+/// arm64 kernels answer 404 here): then the newest older one that downloads, and the kernel's
+/// `note` names the ones that did not. When the archive is unreachable (`online` false), the
+/// newest cached one, if any.
 pub fn kernel(series: &Series, arch: Arch, online: bool) -> anyhow::Result<Kernel> {
     let root = cache_dir().join("kernels");
     std::fs::create_dir_all(&root)?;
-    let package = if online {
-        Some(newest_package(series, arch)?)
-    } else {
-        None
-    };
-    let unpacked = match &package {
-        Some(package) => {
-            let dir = root.join(package);
-            if !dir.join("boot").is_dir() {
-                download_and_unpack(arch, package, &dir)?;
+    let mut not_served = Vec::new();
+    let unpacked = if online {
+        let mut found = None;
+        for package in packages_newest_first(series, arch)?
+            .into_iter()
+            .take(OLDER_TRIED + 1)
+        {
+            let dir = root.join(&package);
+            if dir.join("boot").is_dir() {
+                found = Some(dir);
+                break;
             }
-            dir
+            match download_and_unpack(arch, &package, &dir) {
+                Ok(()) => {
+                    found = Some(dir);
+                    break;
+                }
+                Err(why) => not_served.push(format!("{package} ({why:#})")),
+            }
         }
-        None => std::fs::read_dir(&root)?
+        found.with_context(|| {
+            format!(
+                "none of the newest {} kernels downloads: {}",
+                series.name,
+                not_served.join("; ")
+            )
+        })?
+    } else {
+        std::fs::read_dir(&root)?
             .flatten()
             .map(|e| e.path())
             .filter(|p| {
@@ -202,14 +231,22 @@ pub fn kernel(series: &Series, arch: Arch, online: bool) -> anyhow::Result<Kerne
                     series.name,
                     root.display()
                 )
-            })?,
+            })?
     };
     let release = std::fs::read_dir(unpacked.join("lib/modules"))?
         .flatten()
         .next()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .with_context(|| format!("{}: no lib/modules", unpacked.display()))?;
+    let note = (!not_served.is_empty()).then(|| {
+        format!(
+            "the archive lists newer {} kernels it did not serve: {}",
+            series.name,
+            not_served.join("; ")
+        )
+    });
     Ok(Kernel {
+        note,
         vmlinuz: unpacked.join(format!("boot/vmlinuz-{release}")),
         modules: unpacked.join("lib/modules").join(&release),
         release,
@@ -220,9 +257,14 @@ fn download_and_unpack(arch: Arch, package: &str, dir: &Path) -> anyhow::Result<
     eprintln!("xtask: downloading {package}");
     let debs = cache_dir().join("debs");
     std::fs::create_dir_all(&debs)?;
-    run(apt(arch, "apt-get")
+    let status = apt(arch, "apt-get")
         .args(["-qq", "download", package])
-        .current_dir(&debs))?;
+        .current_dir(&debs)
+        .status()
+        .context("starting apt-get")?;
+    if !status.success() {
+        anyhow::bail!("apt-get download failed: {status}");
+    }
     let deb = std::fs::read_dir(&debs)?
         .flatten()
         .map(|e| e.path())

@@ -194,7 +194,16 @@ pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()
             .context("binaries of the architecture")
     };
 
-    let mut sources = Sources::default();
+    let mut sources = Sources {
+        suites: targets
+            .iter()
+            .filter_map(|t| match t {
+                Target::Host => None,
+                Target::Vm(series, arch) => Some((*arch, series.suite)),
+            })
+            .collect(),
+        ..Sources::default()
+    };
     let mut outcomes = Vec::new();
     for target in targets {
         let started = std::time::Instant::now();
@@ -203,13 +212,25 @@ pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()
             Target::Host => vm::run_on_host(&root, tracer, binaries, &work)?,
             Target::Vm(series, arch) => match sources.kernel(series, *arch)? {
                 Err(why) => report::Outcome::untested(target.label(), &why),
-                Ok(kernel) if *arch == Arch::host() => {
-                    vm::run_in_vm(&kernel, &root, tracer, binaries, &work)?
+                Ok(kernel) => {
+                    let mut outcome = if *arch == Arch::host() {
+                        vm::run_in_vm(&kernel, &root, tracer, binaries, &work)?
+                    } else {
+                        match sources.userland(*arch)? {
+                            Ok(userland) => {
+                                arm64::run_in_vm(&kernel, userland, tracer, binaries, &work)?
+                            }
+                            Err(why) => report::Outcome::untested(kernel.release.clone(), why),
+                        }
+                    };
+                    if let Some(note) = kernel.note {
+                        outcome.note = Some(match outcome.note {
+                            Some(other) => format!("{other}; {note}"),
+                            None => note,
+                        });
+                    }
+                    outcome
                 }
-                Ok(kernel) => match sources.userland(*arch)? {
-                    Ok(userland) => arm64::run_in_vm(&kernel, userland, tracer, binaries, &work)?,
-                    Err(why) => report::Outcome::untested(kernel.release.clone(), why),
-                },
             },
         };
         eprintln!(
@@ -273,6 +294,8 @@ fn verdict(outcomes: &[report::Outcome], offline: &[Arch]) -> Result<(), String>
 /// `Err` with the reason, so the run goes on to the other kernels and then names it.
 #[derive(Default)]
 struct Sources {
+    /// The suites each architecture's targets need (the userland's, bookworm, is among them).
+    suites: Vec<(Arch, &'static str)>,
     online: Vec<(Arch, bool)>,
     userlands: Vec<(Arch, Result<userland::Userland, String>)>,
 }
@@ -282,7 +305,15 @@ impl Sources {
         if let Some((_, online)) = self.online.iter().find(|(a, _)| *a == arch) {
             return Ok(*online);
         }
-        let suites: Vec<&str> = SERIES.iter().map(|s| s.suite).collect();
+        let mut suites: Vec<&str> = self
+            .suites
+            .iter()
+            .filter(|(a, _)| *a == arch)
+            .map(|(_, suite)| *suite)
+            .chain((arch != Arch::host()).then_some(userland::SUITE))
+            .collect();
+        suites.sort_unstable();
+        suites.dedup();
         let online = debian::refresh(arch, &suites)?;
         self.online.push((arch, online));
         Ok(online)

@@ -15,12 +15,15 @@ use crate::{
 
 /// What the scenarios run in the guest, besides the tracer and the test binaries: the test beds'
 /// ip, nft, sysctl, conntrack, dnsmasq, nginx, curl, dig, bpftool, unshare, nsenter, setpriv,
-/// timeout and a shell; busybox for the initramfs and `poweroff`. `usr-is-merged` stands in for
+/// timeout, sed (the scenario script reads the tracer's capabilities through it) and a shell;
+/// busybox for the initramfs and `poweroff`. `usr-is-merged` stands in for
 /// `usrmerge` (which would bring perl).
 const PACKAGES: &[&str] = &[
     "usr-is-merged",
     "bash",
     "coreutils",
+    "sed",
+    "grep",
     "busybox-static",
     "util-linux",
     "mount",
@@ -35,6 +38,10 @@ const PACKAGES: &[&str] = &[
     "dnsutils",
     "bpftool",
 ];
+
+/// The suite the userland comes from: the host's, Debian 12 (with its security updates; the
+/// older suites in the same apt state have lower versions).
+pub const SUITE: &str = "bookworm";
 
 /// An assembled root.
 pub struct Userland {
