@@ -91,8 +91,11 @@ pub fn cargo_for(target: &str) -> anyhow::Result<(Command, Arch)> {
     setup::debian_packages(tools.packages)?;
     let env_target = target.replace('-', "_");
     let mut cmd = cargo();
-    cmd.env(format!("CC_{env_target}"), tools.cc)
-        .env(format!("CFLAGS_{env_target}"), tools.cflags);
+    cmd.env(format!("CC_{env_target}"), tools.cc);
+    if !tools.cflags.is_empty() {
+        // Only when needed: cc-rs tracks the variable, and setting it rebuilds ring and its users.
+        cmd.env(format!("CFLAGS_{env_target}"), tools.cflags);
+    }
     let linker = match (tools.linker, tools.needs_static_pie_wrapper) {
         (linker, true) => Some(static_pie::wrapper(linker.unwrap_or("cc"))?),
         (Some(linker), false) => Some(PathBuf::from(linker)),
