@@ -1,6 +1,6 @@
 //! `cargo xtask test`: every test. Unit tests first (no root needed), then the integration tests in
 //! `tests/`, which load the real programs as root and make real connections in network namespaces
-//! they create, with the static binaries and the image `dist` and `image` build,
+//! they create, with the static binaries and the multi-architecture image `dist` and `image` build,
 //! then the kernel matrix (the same scenarios on Debian's 5.10, 6.1 and 6.12 amd64 kernels in VMs,
 //! and on the newest arm64 one, emulated). Integration tests run one at a time: each attaches to
 //! the same root cgroup and tracepoints, and timing assertions (SYN retransmits 1 s apart) want a
@@ -34,9 +34,10 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
         .map(|arch| Ok((arch, dist::build(arch.musl_target())?)))
         .collect::<anyhow::Result<Vec<(Arch, PathBuf)>>>()?;
     let tracer = tracer_of(&tracers, Arch::host());
-    let image = image::build(&tracer)?;
+    let image = image::build(&tracers)?;
     let mut cmd = cargo();
     cmd.env("TRACER_BIN", &tracer)
+        .env("TRACER_BIN_ARM64", tracer_of(&tracers, Arch::Arm64))
         .env("TRACER_IMAGE", &image)
         .args([
             "test",
