@@ -127,8 +127,9 @@ pub fn refresh(arch: Arch, suites: &[&str]) -> anyhow::Result<bool> {
         }
     }
     std::fs::write(dir.join("sources.list"), sources)?;
+    // A failed fetch is only a warning to apt-get update (exit 0, old lists used): make it an error.
     let ok = apt(arch, "apt-get")
-        .args(["-qq", "update"])
+        .args(["-qq", "update", "--error-on=any"])
         .status()
         .is_ok_and(|s| s.success());
     if !ok {

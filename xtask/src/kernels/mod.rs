@@ -278,7 +278,7 @@ fn verdict(outcomes: &[report::Outcome], offline: &[Arch]) -> Result<(), String>
     for arch in offline {
         problems.push(format!(
             "the Debian archive could not be reached for {}, so whether a newer patch release of \
-             each series exists is unknown (the cached kernels were tested)",
+             each series exists is unknown (only cached kernels could be tested)",
             arch.debian_name()
         ));
     }
