@@ -28,8 +28,13 @@ pub struct Outcome {
     pub forced: Vec<TierRun>,
     /// Capability name -> `full`, `degraded` or `off`, with the reason, as the tracer reported them.
     pub capabilities: Vec<(String, String)>,
-    /// What went wrong outside the scenarios (a VM that hung, a script that failed).
+    /// What went wrong outside the scenarios (a VM that hung, a script that failed), or what the
+    /// kernel's choice should be known for (a newer patch release that could not be had).
     pub note: Option<String>,
+    /// False for a kernel that could not be booted at all (not downloaded, not cached).
+    pub tested: bool,
+    /// The scenario script ran to its end, neither stopped by a fatal error nor by the timeout.
+    pub finished: bool,
     /// The failed tests' own output (libtest's `---- name stdout ----` sections), so a CI log that
     /// shows only the tables still says why.
     pub failures: String,
@@ -54,7 +59,23 @@ impl Outcome {
 
     pub fn all_passed(&self) -> bool {
         let (passed, ran) = self.tally();
-        passed == ran && self.note.is_none()
+        passed == ran && self.finished
+    }
+
+    /// A kernel that could not be tested, and why.
+    pub fn untested(kernel: String, why: &str) -> Outcome {
+        Outcome {
+            release: kernel,
+            passed: vec![false; SCENARIOS.len()],
+            default_tiers: Vec::new(),
+            forced: Vec::new(),
+            capabilities: Vec::new(),
+            note: Some(format!("not tested: {why}")),
+            tested: false,
+            finished: false,
+            failures: String::new(),
+            log: PathBuf::new(),
+        }
     }
 }
 
@@ -123,6 +144,8 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         default_tiers,
         forced,
         capabilities,
+        finished: fatal.is_none() && unfinished.is_none(),
+        tested: true,
         note: fatal.or(unfinished),
         failures: segments
             .iter()
@@ -226,7 +249,9 @@ pub fn tables(outcomes: &[Outcome]) -> String {
             &mut out,
             scenario.label,
             &mut outcomes.iter().map(|o| {
-                if o.passed.get(i).copied().unwrap_or(false) {
+                if !o.tested {
+                    "untested".to_string()
+                } else if o.passed.get(i).copied().unwrap_or(false) {
                     "pass".to_string()
                 } else {
                     "FAIL".to_string()
