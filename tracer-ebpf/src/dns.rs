@@ -239,7 +239,7 @@ fn healthy(server: Endpoint, latency: u64) {
 }
 
 /// How many question bytes to copy when `available` (at least 1) follow the header: in
-/// 1..=DNS_QUESTION_BYTES by construction (the mask is what the verifier checks), `available`
+/// `1..=DNS_QUESTION_BYTES` by construction (the mask is what the verifier checks), `available`
 /// itself when smaller. Callers check for 0 first: a helper refuses a zero-length copy.
 #[expect(
     clippy::inline_always,

@@ -7,7 +7,7 @@
 //!
 //! Read: `sendto`/`recvfrom`, `write`/`read`, `sendmsg`/`recvmsg` and `writev`/`readv` (their
 //! first segment), and the first `MAX_MMSG` messages of `sendmmsg`/`recvmmsg` (the glibc A+AAAA
-//! pair is two). Not seen: io_uring and other calls that carry no buffer in the registers.
+//! pair is two). Not seen: `io_uring` and other calls that carry no buffer in the registers.
 use aya_ebpf::{
     helpers::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
     macros::map,
@@ -73,7 +73,7 @@ pub fn current() -> Option<&'static Buffers> {
     // SAFETY: helpers without preconditions; the task is the current one, its registers are the
     // ones its syscall entered with.
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) };
-    let regs = as_number(regs as u64);
+    let regs = as_number(regs.cast_unsigned());
     if regs == 0 {
         return None;
     }

@@ -23,7 +23,7 @@ pub fn fentry_udp_enqueue(ctx: FEntryContext) -> i32 {
 #[kprobe]
 pub fn kprobe_udp_enqueue(ctx: ProbeContext) -> u32 {
     match (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) {
-        (Some(sk), Some(skb)) => arrived(sk, skb) as u32,
+        (Some(sk), Some(skb)) => arrived(sk, skb).cast_unsigned(),
         _ => 0,
     }
 }

@@ -37,7 +37,7 @@ pub fn fentry_udp_v6_send_skb(ctx: FEntryContext) -> i32 {
 #[kprobe]
 pub fn kprobe_udp_send_skb(ctx: ProbeContext) -> u32 {
     match (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) {
-        (Some(skb), Some(flow)) => sent(skb, flow, Family::V4) as u32,
+        (Some(skb), Some(flow)) => sent(skb, flow, Family::V4).cast_unsigned(),
         _ => 0,
     }
 }
@@ -45,7 +45,7 @@ pub fn kprobe_udp_send_skb(ctx: ProbeContext) -> u32 {
 #[kprobe]
 pub fn kprobe_udp_v6_send_skb(ctx: ProbeContext) -> u32 {
     match (ctx.arg::<u64>(0), ctx.arg::<u64>(1)) {
-        (Some(skb), Some(flow)) => sent(skb, flow, Family::V6) as u32,
+        (Some(skb), Some(flow)) => sent(skb, flow, Family::V6).cast_unsigned(),
         _ => 0,
     }
 }

@@ -135,6 +135,16 @@ pub async fn run_with_sink(
     trace(args, netns, sink, metrics).await
 }
 
+/// Once on stderr: the hook tiers chosen (and why not the others), then what is degraded.
+fn say_hooks_and_warnings(kernel: &KernelSide) {
+    for line in kernel.capabilities.hooks_lines() {
+        eprintln!("{line}");
+    }
+    for warning in kernel.capabilities.warnings() {
+        eprintln!("{warning}");
+    }
+}
+
 async fn trace(
     args: TraceArgs,
     netns: Option<Netns>,
@@ -191,12 +201,7 @@ async fn trace(
         preorder: !args.pipeline.no_preorder,
         cilium: &cilium_pins,
     })?;
-    for line in kernel.capabilities.hooks_lines() {
-        eprintln!("{line}");
-    }
-    for warning in kernel.capabilities.warnings() {
-        eprintln!("{warning}");
-    }
+    say_hooks_and_warnings(&kernel);
     let mut sink = with_metrics(sink, metrics, &args.pipeline, &kernel)?;
     let mut pipeline = Pipeline {
         stages: Stages::new(StageOptions {

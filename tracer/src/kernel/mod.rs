@@ -162,7 +162,13 @@ impl KernelSide {
                     );
                     attempt_capabilities.set_hooks(ladder.report());
                     side.capabilities = attempt_capabilities;
-                    side._cgroup_mount = cgroup_mount;
+                    #[expect(
+                        clippy::used_underscore_binding,
+                        reason = "held only to be unmounted on drop"
+                    )]
+                    {
+                        side._cgroup_mount = cgroup_mount;
+                    }
                     return Ok(side);
                 }
                 Err(LoadError::Tier(refused)) => ladder
