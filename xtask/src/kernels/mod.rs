@@ -274,37 +274,49 @@ pub fn run(
             .collect(),
         ..Sources::default()
     };
-    let mut outcomes = Vec::new();
+    // Everything downloaded first, one after the other; then the VMs run side by side.
+    let mut kernels = Vec::new();
     for target in targets {
+        kernels.push(match target {
+            Target::Host => None,
+            Target::Vm(series, arch) => {
+                let kernel = sources.kernel(series, *arch)?;
+                if kernel.is_ok() && *arch != Arch::host() {
+                    let _ = sources.userland(*arch)?;
+                }
+                Some(kernel)
+            }
+        });
+    }
+    let sources = &sources;
+    let run_one = |target: &Target, kernel: Option<&Result<Kernel, String>>| {
         let started = std::time::Instant::now();
         let (tracer, binaries) = binaries_for(target.arch())?;
-        let outcome = match target {
-            Target::Host => vm::run_on_host(&root, tracer, binaries, &work, false)?,
-            Target::Vm(series, arch) => match sources.kernel(series, *arch)? {
-                Err(why) => report::Outcome::untested(target.label(), &why),
-                Ok(kernel) => {
-                    let mut outcome = if *arch == Arch::host() {
-                        let forced = target.forces_tiers(scope);
-                        let body = vm::scenario_script(&root, tracer, binaries, forced);
-                        vm::run_in_vm(&kernel, &body, &work)?
-                    } else {
-                        match sources.userland(*arch)? {
-                            Ok(userland) => {
-                                let forced = target.forces_tiers(scope);
-                                arm64::run_in_vm(&kernel, userland, tracer, binaries, &work, forced)?
-                            }
-                            Err(why) => report::Outcome::untested(kernel.release.clone(), why),
+        let forced = target.forces_tiers(scope);
+        let outcome = match (target, kernel) {
+            (Target::Vm(_, arch), Some(Ok(kernel))) => {
+                let mut outcome = if *arch == Arch::host() {
+                    let body = vm::scenario_script(&root, tracer, binaries, forced);
+                    vm::run_in_vm(kernel, &body, &work)?
+                } else {
+                    match sources.userland_of(*arch) {
+                        Some(Ok(userland)) => {
+                            arm64::run_in_vm(kernel, userland, tracer, binaries, &work, forced)?
                         }
-                    };
-                    if let Some(note) = kernel.note {
-                        outcome.note = Some(match outcome.note {
-                            Some(other) => format!("{other}; {note}"),
-                            None => note,
-                        });
+                        Some(Err(why)) => report::Outcome::untested(kernel.release.clone(), why),
+                        None => report::Outcome::untested(kernel.release.clone(), "no userland"),
                     }
-                    outcome
+                };
+                if let Some(note) = &kernel.note {
+                    outcome.note = Some(match outcome.note {
+                        Some(other) => format!("{other}; {note}"),
+                        None => note.clone(),
+                    });
                 }
-            },
+                outcome
+            }
+            (Target::Vm(..), Some(Err(why))) => report::Outcome::untested(target.label(), why),
+            _ => vm::run_on_host(&root, tracer, binaries, &work, false)?,
         };
         let (passed, ran) = outcome.tally();
         eprintln!(
@@ -314,8 +326,44 @@ pub fn run(
             started.elapsed().as_secs_f64(),
             outcome.log.display()
         );
-        outcomes.push(outcome);
+        anyhow::Ok(outcome)
+    };
+    let mut outcomes: Vec<Option<report::Outcome>> = targets.iter().map(|_| None).collect();
+    // The host first and alone: its scenarios time SYN retransmits on this machine's CPUs.
+    for (i, target) in targets.iter().enumerate() {
+        if matches!(target, Target::Host) {
+            outcomes[i] = Some(run_one(target, None)?);
+        }
     }
+    let queue = std::sync::Mutex::new(
+        targets
+            .iter()
+            .zip(&kernels)
+            .enumerate()
+            .filter(|(_, (t, _))| !matches!(t, Target::Host))
+            .collect::<Vec<_>>(),
+    );
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..vm_jobs() {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.pop());
+                    let Some((i, (target, kernel))) = next else {
+                        break;
+                    };
+                    let outcome = run_one(target, kernel.as_ref());
+                    if let Ok(mut done) = done.lock() {
+                        done.push((i, outcome));
+                    }
+                }
+            });
+        }
+    });
+    for (i, outcome) in done.into_inner().unwrap_or_default() {
+        outcomes[i] = Some(outcome?);
+    }
+    let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
     println!("{}", report::tables(&outcomes));
     let offline: Vec<Arch> = sources
         .online
@@ -324,6 +372,16 @@ pub fn run(
         .map(|(arch, _)| *arch)
         .collect();
     verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+}
+
+/// VMs run at once: their scenarios mostly wait (for SYN retransmits, DNS timeouts, a tracer to
+/// start), so three share two cores well. `KM_JOBS` overrides.
+fn vm_jobs() -> usize {
+    std::env::var("KM_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .filter(|j| *j > 0)
+        .unwrap_or(3)
 }
 
 /// Whether the matrix passed: every kernel tested, every scenario passed, and each kernel the
@@ -398,6 +456,14 @@ impl Sources {
     ) -> anyhow::Result<Result<debian::Kernel, String>> {
         let online = self.online(arch)?;
         Ok(debian::kernel(series, arch, online).map_err(|why| format!("{why:#}")))
+    }
+
+    /// The guest root of `arch` assembled by `userland`, if it was.
+    fn userland_of(&self, arch: Arch) -> Option<&Result<userland::Userland, String>> {
+        self.userlands
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, u)| u)
     }
 
     /// The guest root of an architecture other than the host's.

@@ -10,8 +10,9 @@ use anyhow::Context as _;
 
 use super::{SCENARIOS, Side, debian::Kernel, initramfs, report};
 
-/// A VM that has not powered off by then is stopped and its scenarios count as failed.
-const VM_TIMEOUT: Duration = Duration::from_mins(20);
+/// A VM that has not powered off by then is stopped and its scenarios count as failed (the
+/// newest kernel forces every other hook tier, beside other VMs).
+const VM_TIMEOUT: Duration = Duration::from_mins(40);
 const GUEST_INIT: &str = include_str!("guest_init.sh");
 /// The shell function that lists the tiers to force after the default run.
 const OTHER_TIERS: &str = include_str!("other_tiers.sh");
