@@ -278,15 +278,9 @@ fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
     vec![
         ("cgroup_v2", full_if(cgroup2)),
         ("connect_errors", full_if(error_report)),
-        // BPF_F_PREORDER came in 6.15; distributions backport it (Debian's 6.12 has it), so below
-        // 6.15 either state is right, with its reason when degraded.
         (
             "dialled_before_socket_lb",
-            if version >= (6, 15) {
-                "full"
-            } else {
-                "full or degraded"
-            },
+            full_if(kernel_facts::has_preorder()),
         ),
         ("dns", "full"),
         ("dns_refused", full_if(error_report)),
@@ -306,10 +300,7 @@ fn assert_kernel_object(stats: &Value, expected: &[(&str, &str)], stderr: &str) 
     for (name, state) in expected {
         let c = &capabilities[*name];
         let got = c["state"].as_str().expect("a state");
-        assert!(
-            state.split(" or ").any(|s| s == got),
-            "{name}: {state}: {stats}"
-        );
+        assert_eq!(got, *state, "{name}: {stats}");
         if got == "full" {
             assert!(c.get("reason").is_none(), "{name}: {stats}");
         } else {
