@@ -152,13 +152,27 @@ impl Tracer {
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => panic!(
                 "waiting for {what}: the tracer's output ended ({}); got:\n{}\nstderr:\n{}",
-                match self.child.try_wait() {
-                    Ok(Some(status)) => format!("it exited: {status}"),
-                    _ => "it closed its stdout".to_string(),
+                match self.exit_status_soon() {
+                    Some(status) => format!("it exited: {status}"),
+                    None => "it closed its stdout".to_string(),
                 },
                 self.seen_text(),
                 self.stderr()
             ),
+        }
+    }
+
+    /// The tracer's exit status if it exits within a second: its stdout closes just before.
+    fn exit_status_soon(&mut self) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return None,
+            }
         }
     }
 
