@@ -610,7 +610,7 @@ fn dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_map
     // tracer's userspace held until then, the Service can only have been read by its kernel hook
     // as the query left.
     let script = format!(
-        "exec 3<>/dev/udp/{ip}/{port}; printf '{query}' >&3; read -r -t 2 _ <&3; true",
+        "exec 3<>/dev/udp/{ip}/{port}; printf '{query}' >&3; read -r -t 2 _ <&3 2>/dev/null; true",
         ip = vip.ip(),
         port = vip.port()
     );
