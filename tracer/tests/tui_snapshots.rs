@@ -25,6 +25,7 @@ const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/tui/b_refused_two_of_six
 const NO_ENDPOINTS: &str = include_str!("fixtures/tui/c_no_endpoints_icmp.jsonl");
 const MIXED_WITH_DROPS: &str = include_str!("fixtures/tui/d_mixed_with_drops.jsonl");
 const REPLY_LOST: &str = include_str!("fixtures/tui/e_reply_lost.jsonl");
+const DEMO_RECORDING: &str = include_str!("golden/demo_recording.jsonl");
 
 fn records(fixture: &str) -> Vec<Record> {
     replay::parse(fixture, Path::new("fixture"))
@@ -98,6 +99,39 @@ fn dead_backend_services_shows_the_one_dead_backend() {
     let screen = t.backend().to_string();
     assert!(screen.contains("10.244.1.30:8080"), "{screen}");
     assert_screen!("dead_backend_services_80x24", t);
+}
+
+/// Healthy connects to a kube-proxy Service are counted per socket destination, the Service's own
+/// address: they belong in the Service's answered total, not under a "backend" that is the Service
+/// (the demo showed `10.96.0.10:80 └ 10.96.0.10:80  11 OK`).
+#[test]
+fn the_services_view_shows_no_backend_row_for_the_service_itself() {
+    let mut s = state_of(DEMO_RECORDING);
+    s.act(Action::NextView);
+    assert_eq!(s.view, View::Services);
+    let screen = render(&mut s, 80, 24).backend().to_string();
+    let service = screen
+        .lines()
+        .find(|l| l.contains("10.96.0.10:80"))
+        .unwrap_or_else(|| panic!("the web Service's line:\n{screen}"));
+    // SERVICE / BACKEND, then OK.
+    let ok: u64 = service
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an OK count on {service:?}"));
+    assert!(
+        ok > 0,
+        "the answered connects count in the total: {service:?}"
+    );
+    assert!(
+        !screen.contains("└ 10.96.0.10:80") && !screen.contains("├ 10.96.0.10:80"),
+        "no backend row named after the Service:\n{screen}"
+    );
+    assert!(
+        screen.contains("└ 10.250.0.11:8080"),
+        "the dead backend keeps its row:\n{screen}"
+    );
 }
 
 #[test]

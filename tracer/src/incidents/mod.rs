@@ -379,19 +379,24 @@ impl Model {
     }
 
     /// Per Service, per backend: flows by verdict and the failing share, worst Service first.
+    /// Flows whose backend is not known (healthy connects are counted per socket destination, and
+    /// a kube-proxy Service's is its own address) count in the Service's total under no backend.
     pub fn services(&self) -> Vec<ServiceSummary> {
-        let mut by_service: HashMap<SocketAddr, HashMap<SocketAddr, Tally>> = HashMap::new();
+        let mut by_service: HashMap<SocketAddr, (Tally, HashMap<SocketAddr, Tally>)> =
+            HashMap::new();
         for row in self.rows.values() {
-            let tally = by_service
-                .entry(self.service_of(&row.key))
-                .or_default()
-                .entry(row.key.backend)
-                .or_default();
+            let service = self.service_of(&row.key);
+            let (unattributed, backends) = by_service.entry(service).or_default();
+            let tally = if row.key.backend == service {
+                unattributed
+            } else {
+                backends.entry(row.key.backend).or_default()
+            };
             tally.add(row.key.verdict, row.shown_count());
         }
         let mut services: Vec<ServiceSummary> = by_service
             .into_iter()
-            .map(|(service, backends)| {
+            .map(|(service, (unattributed, backends))| {
                 let mut backends: Vec<(SocketAddr, Tally)> = backends.into_iter().collect();
                 backends.sort_by(|a, b| {
                     b.1.failing_share()
@@ -400,7 +405,7 @@ impl Model {
                 });
                 let total = backends
                     .iter()
-                    .fold(Tally::default(), |acc, (_, t)| acc.plus(t));
+                    .fold(unattributed, |acc, (_, t)| acc.plus(t));
                 ServiceSummary {
                     service,
                     total,

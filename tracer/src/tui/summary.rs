@@ -109,10 +109,8 @@ pub fn render(state: &State) -> String {
     out.push_str("\nServices (flows by verdict; failing = not answered):\n");
     for s in model.services() {
         let _ = writeln!(out, "{}  {}", s.service, tally_text(&s.total));
-        if !(s.backends.len() == 1 && s.backends[0].0 == s.service) {
-            for (backend, tally) in &s.backends {
-                let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
-            }
+        for (backend, tally) in &s.backends {
+            let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
         }
     }
     out

@@ -574,13 +574,10 @@ impl Widget for ServicesView<'_> {
         let mut rows = Vec::new();
         for s in &services {
             rows.push(tally_row(s.service.to_string(), &s.total).style(Style::new().bold()));
-            let single = s.backends.len() == 1 && s.backends[0].0 == s.service;
-            if !single {
-                let last = s.backends.len().saturating_sub(1);
-                for (i, (backend, tally)) in s.backends.iter().enumerate() {
-                    let branch = if i == last { "└" } else { "├" };
-                    rows.push(tally_row(format!(" {branch} {backend}"), tally));
-                }
+            let last = s.backends.len().saturating_sub(1);
+            for (i, (backend, tally)) in s.backends.iter().enumerate() {
+                let branch = if i == last { "└" } else { "├" };
+                rows.push(tally_row(format!(" {branch} {backend}"), tally));
             }
         }
         let widths = [
