@@ -11,6 +11,15 @@ use crate::{
 };
 
 pub fn render(state: &State) -> String {
+    render_with_notes(state, &[])
+}
+
+/// `notes`: lines said under the first one (what reading the recording skipped).
+#[expect(
+    clippy::too_many_lines,
+    reason = "split in the next commit, which adds to the table"
+)]
+pub fn render_with_notes(state: &State, notes: &[String]) -> String {
     let model = state.shown();
     let mut out = String::new();
     // Writing to a String cannot fail; `let _` keeps that out of every line.
@@ -21,6 +30,9 @@ pub fn render(state: &State) -> String {
         model.records(),
         short_duration(model.uptime())
     );
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
     match model.stats() {
         Some(s) => {
             let _ = writeln!(
