@@ -156,3 +156,23 @@ fn a_line_longer_than_the_limit_is_an_error_that_names_it() {
         );
     }
 }
+
+/// Item 2 of issue 27: `summary` panicked ("Formatting argument out of range") on a 70,000
+/// character `comm`.
+#[test]
+fn a_record_with_a_70000_character_name_is_summarized() {
+    let good = fixture("a_dead_backend");
+    let long = "c".repeat(70_000);
+    let path = temp_file(
+        "long-comm.jsonl",
+        &good.replace("\"comm\":\"checkout\"", &format!("\"comm\":\"{long}\"")),
+    );
+    let (code, out, err) = run(&["summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("a ranked row");
+    assert!(row.chars().count() < 200, "a capped row: {row}");
+    assert!(row.contains("ccc…"), "{row}");
+}

@@ -15,10 +15,6 @@ pub fn render(state: &State) -> String {
 }
 
 /// `notes`: lines said under the first one (what reading the recording skipped).
-#[expect(
-    clippy::too_many_lines,
-    reason = "split in the next commit, which adds to the table"
-)]
 pub fn render_with_notes(state: &State, notes: &[String]) -> String {
     let model = state.shown();
     let mut out = String::new();
@@ -59,6 +55,24 @@ pub fn render_with_notes(state: &State, notes: &[String]) -> String {
     }
     out.push('\n');
 
+    push_ranked(&mut out, model);
+    push_replies_lost(&mut out, model);
+    push_stale_datapath(&mut out, state);
+
+    out.push_str("\nServices (flows by verdict; failing = not answered):\n");
+    for s in model.services() {
+        let _ = writeln!(out, "{}  {}", s.service, tally_text(&s.total));
+        if !(s.backends.len() == 1 && s.backends[0].0 == s.service) {
+            for (backend, tally) in &s.backends {
+                let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
+            }
+        }
+    }
+    out
+}
+
+/// The rows that need attention, worst first, each with its sentence and what to check next.
+fn push_ranked(out: &mut String, model: &crate::incidents::Model) {
     // Resolved `unanswered` rows are left out: their flows are counted again in the rows of their ends.
     let mut rows: Vec<&Row> = model
         .rows()
@@ -73,61 +87,48 @@ pub fn render_with_notes(state: &State, notes: &[String]) -> String {
     });
     if rows.is_empty() {
         out.push_str("No connect needed attention.\n");
-    } else {
-        let table: Vec<[String; 7]> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let service = model.service_of(&r.key);
-                [
-                    (i + 1).to_string(),
-                    r.key.verdict_label(),
-                    r.shown_count().to_string(),
-                    r.syns.to_string(),
-                    r.key.source_label(),
-                    if service == r.key.backend {
-                        "-".into()
-                    } else {
-                        service.to_string()
-                    },
-                    r.key.backend.to_string(),
-                ]
-            })
-            .collect();
-        let head = [
-            "RANK", "VERDICT", "COUNT", "SYNS", "SOURCE", "SERVICE", "BACKEND",
-        ];
-        let mut widths = head.map(str::len);
-        for row in &table {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.len());
-            }
-        }
-        push_row(&mut out, &head.map(String::from), &widths);
-        for (cells, row) in table.iter().zip(&rows) {
-            push_row(&mut out, cells, &widths);
-            let _ = writeln!(out, "      {}", row.explanation);
-            let _ = writeln!(
-                out,
-                "      Check next: {}",
-                next_check(row.key.verdict, row.key.cause, row.key.backend)
-            );
+        return;
+    }
+    let table: Vec<[String; 7]> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let service = model.service_of(&r.key);
+            [
+                (i + 1).to_string(),
+                r.key.verdict_label(),
+                r.shown_count().to_string(),
+                r.syns.to_string(),
+                r.key.source_label(),
+                if service == r.key.backend {
+                    "-".into()
+                } else {
+                    service.to_string()
+                },
+                r.key.backend.to_string(),
+            ]
+            .map(|text| cell(&text))
+        })
+        .collect();
+    let head = [
+        "RANK", "VERDICT", "COUNT", "SYNS", "SOURCE", "SERVICE", "BACKEND",
+    ];
+    let mut widths = head.map(str::len);
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
         }
     }
-
-    push_replies_lost(&mut out, model);
-    push_stale_datapath(&mut out, state);
-
-    out.push_str("\nServices (flows by verdict; failing = not answered):\n");
-    for s in model.services() {
-        let _ = writeln!(out, "{}  {}", s.service, tally_text(&s.total));
-        if !(s.backends.len() == 1 && s.backends[0].0 == s.service) {
-            for (backend, tally) in &s.backends {
-                let _ = writeln!(out, "  {backend}  {}", tally_text(tally));
-            }
-        }
+    push_row(out, &head.map(String::from), &widths);
+    for (cells, row) in table.iter().zip(&rows) {
+        push_row(out, cells, &widths);
+        let _ = writeln!(out, "      {}", row.explanation);
+        let _ = writeln!(
+            out,
+            "      Check next: {}",
+            next_check(row.key.verdict, row.key.cause, row.key.backend)
+        );
     }
-    out
 }
 
 /// Server sockets whose replies were lost, each with its sentence; nothing when there are none.
@@ -217,6 +218,29 @@ fn dropped_text(d: &crate::record::Dropped) -> String {
     }
 }
 
+/// The widest a cell of the table gets, in characters: an IPv6 address and port fit
+/// (`[ffff:...:ffff]:65535` is 47); a longer name is cut, so one record cannot widen the table
+/// past a screen (or past what `format!` can pad).
+const CELL_CHARS: usize = 48;
+
+/// `text` fit for one cell: control characters escaped (a newline would break the row), at most
+/// `CELL_CHARS` characters, a cut one ending in `…`.
+fn cell(text: &str) -> String {
+    let escaped = text.chars().flat_map(|c| {
+        let escape = c.is_control().then(|| c.escape_default());
+        escape
+            .into_iter()
+            .flatten()
+            .chain((!c.is_control()).then_some(c))
+    });
+    let mut out: String = escaped.clone().take(CELL_CHARS).collect();
+    if escaped.clone().nth(CELL_CHARS).is_some() {
+        out.pop();
+        out.push('…');
+    }
+    out
+}
+
 fn push_row(out: &mut String, cells: &[String; 7], widths: &[usize; 7]) {
     let mut line = String::new();
     for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
@@ -250,4 +274,20 @@ fn tally_text(t: &Tally) -> String {
         }
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_is_cut_at_its_width_and_shows_no_control_character() {
+        assert_eq!(cell("curl/cni-1"), "curl/cni-1");
+        let exact = "x".repeat(CELL_CHARS);
+        assert_eq!(cell(&exact), exact);
+        let long = cell(&"é".repeat(70_000));
+        assert_eq!(long.chars().count(), CELL_CHARS);
+        assert!(long.ends_with("é…"), "{long}");
+        assert_eq!(cell("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+    }
 }
