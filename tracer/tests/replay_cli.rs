@@ -176,3 +176,24 @@ fn a_record_with_a_70000_character_name_is_summarized() {
     assert!(row.chars().count() < 200, "a capped row: {row}");
     assert!(row.contains("ccc…"), "{row}");
 }
+
+/// Item 6 of issue 27: read errors said their cause twice (`...: stream did not contain valid
+/// UTF-8: stream did not contain valid UTF-8`).
+#[test]
+fn a_read_error_says_its_cause_once() {
+    let dir = std::env::temp_dir();
+    let (code, _, err) = run(&["summary", &dir.display().to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+    let good = fixture("c_no_endpoints_icmp");
+    let path =
+        std::env::temp_dir().join(format!("tracer-test-{}-latin1.jsonl", std::process::id()));
+    let mut bytes = good.into_bytes();
+    bytes.extend_from_slice(b"{\"schema\":1,\"kind\":\"stats\",\"node\":\"caf\xe9\"}\n");
+    std::fs::write(&path, bytes).expect("write");
+    let (code, _, err) = run(&["summary", &path.display().to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(":16: not a tracer record: not UTF-8"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains("UTF-8: stream"), "{err}");
+}
