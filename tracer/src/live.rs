@@ -428,7 +428,10 @@ impl Pipeline {
     fn warn_on_new_drops(&mut self, dropped: &Dropped) {
         let total = dropped.total();
         if total > self.reported_drops {
-            eprintln!("tracer: warning: {total} events dropped so far: {dropped:?}");
+            eprintln!(
+                "tracer: warning: {total} events dropped so far: {}",
+                dropped.in_words()
+            );
             self.reported_drops = total;
         }
     }

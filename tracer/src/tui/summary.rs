@@ -205,16 +205,9 @@ fn datapath_text(d: &crate::record::DatapathStats) -> String {
 
 /// ` (ring buffer full 1200, expired flows 2): some flows are missing`, or nothing.
 fn dropped_text(d: &crate::record::Dropped) -> String {
-    let parts: Vec<String> = d
-        .by_cause()
-        .into_iter()
-        .filter(|c| c.count > 0)
-        .map(|c| format!("{} {}", c.name, c.count))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" ({}): some flows are missing", parts.join(", "))
+    match d.in_words() {
+        words if words.is_empty() => String::new(),
+        words => format!(" ({words}): some flows are missing"),
     }
 }
 
