@@ -11,6 +11,7 @@
 //! forward on every tick (`Model::tick`).
 pub mod dns;
 pub mod row;
+pub mod spread;
 pub mod tally;
 
 use std::{
@@ -243,14 +244,26 @@ impl Model {
                 row.live += 1;
             }
         }
-        row.syns = c.syns;
+        if c.is_final && new_in_row {
+            row.spread.add(c.syns, c.syn_sent_ms, &c.explanation);
+        }
+        // What is typical of the row's ended flows, not what its latest flow happened to be.
+        let (syns, sentence) = match row.spread.typical_syns() {
+            Some((syns, _)) => (
+                syns,
+                row.spread.typical_sentence().unwrap_or(&c.explanation),
+            ),
+            None => (c.syns, c.explanation.as_str()),
+        };
+        row.syns = syns;
+        row.explanation.clear();
+        row.explanation.push_str(sentence);
         #[expect(clippy::cast_precision_loss, reason = "milliseconds, shown rounded")]
         let ms = c.syn_sent_ms as f64;
         row.syn_sent_ms = ms;
         row.last_seen = row.last_seen.max(t);
         row.first_seen = row.first_seen.min(t);
         row.changed_at = t;
-        row.explanation.clone_from(&c.explanation);
         row.timeline.clone_from(&records);
         if !c.is_final {
             self.live.insert(

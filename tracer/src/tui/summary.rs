@@ -122,6 +122,9 @@ fn push_ranked(out: &mut String, model: &crate::incidents::Model) {
     push_row(out, &head.map(String::from), &widths);
     for (cells, row) in table.iter().zip(&rows) {
         push_row(out, cells, &widths);
+        if let Some(typical) = row.spread.typical_if_varied() {
+            let _ = writeln!(out, "      Typical: {}.", typical.text());
+        }
         let _ = writeln!(out, "      {}", row.explanation);
         let _ = writeln!(
             out,
@@ -272,6 +275,47 @@ fn tally_text(t: &Tally) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Line, Record};
+
+    fn abandoned(flow: usize, syns: u16, ms: u64) -> Record {
+        let line = format!(
+            r#"{{"schema":1,"kind":"connect","time":"2026-11-30T16:40:{:02}.000Z","verdict":"abandoned","final":true,"src":"10.0.0.1:40000","dst":"10.0.0.2:80","syns":{syns},"syn_sent_ms":{ms},"pid":1,"tid":1,"comm":"curl","cgroup_id":1,"netns":"n","netns_inode":1,"flow":"f{flow}","explanation":"gave up after {ms}ms and {syns} SYNs"}}"#,
+            flow / 1000
+        );
+        serde_json::from_str::<Line>(&line)
+            .expect("a record")
+            .record
+    }
+
+    /// Issue 27, item 6: a row of 9,560 abandoned flows showed its latest flow's `SYNS 1 ... gave
+    /// up after 50ms` although 9,508 of them had 2 SYNs over 1.5 s.
+    #[test]
+    fn a_row_shows_what_is_typical_of_its_flows_and_their_range() {
+        let mut state = State::new("t.jsonl", None);
+        for flow in 0..9_560 {
+            let (syns, ms) = if flow % 184 == 183 {
+                (1, 50)
+            } else {
+                (2, 1_500)
+            };
+            state.apply(abandoned(flow, syns, ms));
+        }
+        state.apply(abandoned(9_560, 1, 50));
+        let text = render(&state);
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("1 "))
+            .expect("a row");
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[..4], ["1", "abandoned", "9561", "2"], "{text}");
+        assert!(
+            text.contains(
+                "      Typical: 2 SYNs in 9509 of 9561 flows (from 1 to 2), ended after 1.5s \
+                 (median; from 50ms to 1.5s).\n      gave up after 1500ms and 2 SYNs\n"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_cell_is_cut_at_its_width_and_shows_no_control_character() {

@@ -453,6 +453,9 @@ impl Widget for Detail<'_> {
             }
             lines.splice(3..3, named);
         }
+        if let Some(typical) = typical_line(row) {
+            lines.insert(3, typical);
+        }
         if row.timeline.is_empty() {
             lines.push(Line::raw(
                 "Healthy connects are counted per destination in the kernel, not followed one by one.",
@@ -469,6 +472,15 @@ impl Widget for Detail<'_> {
             .wrap(Wrap { trim: false })
             .render(area, buf);
     }
+}
+
+/// `Typical: 2 SYNs in 9508 of 9560 flows (...)`, when the row's flows differ.
+fn typical_line(row: &Row) -> Option<Line<'static>> {
+    let typical = row.spread.typical_if_varied()?;
+    Some(Line::from(vec![
+        Span::styled("Typical: ", Style::new().bold()),
+        Span::raw(format!("{}.", typical.text())),
+    ]))
 }
 
 /// One record as `conntrack -E` would print it, time first.
