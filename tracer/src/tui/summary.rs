@@ -141,6 +141,14 @@ fn push_replies_lost(out: &mut String, model: &crate::incidents::Model) {
         return;
     }
     out.push_str("\nReplies lost (the server answered; the peer never acknowledged):\n");
+    if model.replies_lost_unlisted() > 0 {
+        let _ = writeln!(
+            out,
+            "(the worst {} server sockets; {} more are left out)",
+            replies.len(),
+            model.replies_lost_unlisted()
+        );
+    }
     for r in replies {
         let _ = writeln!(
             out,

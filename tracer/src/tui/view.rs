@@ -613,6 +613,13 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
                 .bold()
                 .underlined(),
         );
+        if model.replies_lost_unlisted() > 0 {
+            lines.push(Line::raw(format!(
+                " (the worst {}; {} more left out)",
+                replies.len(),
+                model.replies_lost_unlisted()
+            )));
+        }
         for r in replies {
             let via = r
                 .client
