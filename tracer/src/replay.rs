@@ -83,6 +83,23 @@ impl Skipped {
         self.unknown_kinds == 0 && self.cut_line.is_none()
     }
 
+    /// Records read but not handed on: each of an unknown kind, and a cut last line.
+    pub fn records(&self) -> u64 {
+        self.unknown_kinds + u64::from(self.cut_line.is_some())
+    }
+
+    /// `unknown kind 2, cut last line 1`: where the skipped records were, for the TUI's header.
+    pub fn in_short(&self) -> String {
+        let mut parts = Vec::new();
+        if self.unknown_kinds > 0 {
+            parts.push(format!("unknown kind {}", self.unknown_kinds));
+        }
+        if self.cut_line.is_some() {
+            parts.push("cut last line 1".to_string());
+        }
+        parts.join(", ")
+    }
+
     fn unknown(&mut self, kind: &str) {
         self.unknown_kinds += 1;
         let name: String = kind.chars().take(KIND_NAME_CHARS).collect();

@@ -104,6 +104,7 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     if !notes.is_empty() {
         state.status = Some(notes.join("; "));
     }
+    state.skipped = checked.skipped;
     let mut session = Session::start(false).context("cannot start the terminal UI")?;
     let mut events = terminal::spawn_input();
     let dropped = AtomicU64::new(0);

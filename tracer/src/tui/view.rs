@@ -2,7 +2,8 @@
 //! columns and a longer detail pane, never a different screen.
 //!
 //! ```text
-//!  header: origin, uptime, events/s, dropped (always there, red when non-zero), live/paused
+//!  header: origin, uptime, events/s, dropped (always there, red when non-zero), records of a
+//!          replayed file skipped (when any), live/paused
 //!  verdict counts
 //!  tabs: Flows | Services | DNS            filter, verdict filter, sort
 //!  body: the flow table (with the detail pane below it), the Services view or the DNS view
@@ -165,6 +166,7 @@ impl Widget for Header<'_> {
                 short_duration(model.uptime())
             )),
             Span::styled(dropped_text, dropped_style),
+            skipped_span(state),
             degraded_span(model),
             names_span(model),
             Span::raw(format!("  {}", state.origin)),
@@ -190,6 +192,19 @@ impl Widget for Header<'_> {
         }
         Text::from(vec![first, Line::from(counts)]).render(area, buf);
     }
+}
+
+/// `  skipped 3 (unknown kind 2, cut last line 1)`: records of the replayed file the model never
+/// saw; nothing when none were skipped.
+fn skipped_span(state: &State) -> Span<'static> {
+    let skipped = &state.skipped;
+    if skipped.is_empty() {
+        return Span::raw("");
+    }
+    Span::styled(
+        format!("  skipped {} ({})", skipped.records(), skipped.in_short()),
+        Style::new().fg(Color::Black).bg(Color::Yellow),
+    )
 }
 
 /// `  DEGRADED dns_refused`: capabilities this kernel does not give in full (the reasons are in the
