@@ -2,8 +2,14 @@
 //! tracer is killed. The tracer says what happened and which file, and `summary` still reads what
 //! was written (issue 27, item 4).
 use std::{
+    ffi::CString,
+    fs::File,
     io::{BufRead as _, BufReader},
     net::{SocketAddr, SocketAddrV4},
+    os::{
+        fd::AsRawFd as _,
+        unix::{ffi::OsStrExt as _, process::CommandExt as _},
+    },
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::mpsc::{Receiver, channel},
@@ -15,38 +21,16 @@ use tests::{
     tracer::tracer_bin,
 };
 
-/// A folder of its own, with a tmpfs of `bytes` mounted on it when asked: removed (and unmounted)
-/// on drop.
+/// A folder of its own, removed on drop.
 struct Folder {
     path: PathBuf,
-    mounted: bool,
 }
 
 impl Folder {
     fn new(name: &str) -> Folder {
         let path = std::env::temp_dir().join(format!("tracer-rec-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&path).expect("create the folder");
-        Folder {
-            path,
-            mounted: false,
-        }
-    }
-
-    /// A disk that holds `bytes`: a tmpfs of that size on the folder.
-    fn small_disk(name: &str, bytes: u64) -> Folder {
-        let mut folder = Folder::new(name);
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tracer-test"])
-            .arg(&folder.path)
-            .output()
-            .expect("run mount");
-        assert!(
-            out.status.success(),
-            "mount a tmpfs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        folder.mounted = true;
-        folder
+        Folder { path }
     }
 
     fn file(&self, name: &str) -> PathBuf {
@@ -56,10 +40,91 @@ impl Folder {
 
 impl Drop for Folder {
     fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.path).status();
-        }
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A disk that holds `bytes`: a tmpfs mounted on `folder` in a mount namespace of the tracer's own
+/// (made between fork and exec), so the host never sees it and nothing stays mounted however the
+/// test ends. The test holds the namespace open (`ns`) to read the recording after the tracer exits.
+struct SmallDisk {
+    folder: Folder,
+    bytes: u64,
+    ns: Option<File>,
+}
+
+impl SmallDisk {
+    fn new(name: &str, bytes: u64) -> SmallDisk {
+        SmallDisk {
+            folder: Folder::new(name),
+            bytes,
+            ns: None,
+        }
+    }
+
+    /// Makes `command` start in a new mount namespace with the tmpfs on the folder.
+    fn mount_for(&self, command: &mut Command) {
+        let target = CString::new(self.folder.path.as_os_str().as_bytes()).expect("a path");
+        let options = CString::new(format!("size={}", self.bytes)).expect("options");
+        let source = CString::new("tracer-test").expect("a name");
+        let fstype = CString::new("tmpfs").expect("a type");
+        let root = CString::new("/").expect("a path");
+        let make = move || -> std::io::Result<()> {
+            let check = |rc: libc::c_int| {
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            };
+            // SAFETY: plain syscalls on C strings that live as long as the closure; nothing here
+            // allocates, as the child of a fork must not.
+            unsafe {
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+                // Private, so the tmpfs does not propagate back to the host's mounts.
+                check(libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ))?;
+                check(libc::mount(
+                    source.as_ptr(),
+                    target.as_ptr(),
+                    fstype.as_ptr(),
+                    0,
+                    options.as_ptr().cast(),
+                ))
+            }
+        };
+        // SAFETY: `make` only makes syscalls (see above).
+        unsafe { command.pre_exec(make) };
+    }
+
+    /// Holds the mount namespace of `pid` (started by `mount_for`) open.
+    fn hold(&mut self, pid: u32) {
+        let ns = File::open(format!("/proc/{pid}/ns/mnt")).expect("open the mount namespace");
+        self.ns = Some(ns);
+    }
+
+    /// `program` run inside the disk's namespace, where the recording is.
+    fn inside(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let ns = self.ns.as_ref().expect("the namespace is held");
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!(
+                "--mount=/proc/{}/fd/{}",
+                std::process::id(),
+                ns.as_raw_fd()
+            ))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.folder.file(name)
     }
 }
 
@@ -73,7 +138,13 @@ struct Recorder {
 
 impl Recorder {
     fn start(output: &Path, args: &[&str]) -> Recorder {
-        let mut child = Command::new(tracer_bin())
+        Recorder::start_on(output, args, None)
+    }
+
+    /// The same, writing to `disk`.
+    fn start_on(output: &Path, args: &[&str], disk: Option<&mut SmallDisk>) -> Recorder {
+        let mut command = Command::new(tracer_bin());
+        command
             .args([
                 "trace",
                 "--format",
@@ -85,9 +156,14 @@ impl Recorder {
             .arg(output)
             .args(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the tracer");
+            .stderr(Stdio::piped());
+        if let Some(disk) = &disk {
+            disk.mount_for(&mut command);
+        }
+        let mut child = command.spawn().expect("start the tracer");
+        if let Some(disk) = disk {
+            disk.hold(child.id());
+        }
         let pipe = child.stderr.take().expect("stderr");
         let (tx, stderr) = channel();
         std::thread::spawn(move || {
@@ -140,11 +216,12 @@ impl Drop for Recorder {
 
 /// `tracer summary FILE`: exit code, stdout, stderr.
 fn summary(file: &Path) -> (Option<i32>, String, String) {
-    let out = Command::new(tracer_bin())
-        .arg("summary")
-        .arg(file)
-        .output()
-        .expect("run tracer summary");
+    let mut command = Command::new(tracer_bin());
+    outcome(command.arg("summary").arg(file))
+}
+
+fn outcome(command: &mut Command) -> (Option<i32>, String, String) {
+    let out = command.output().expect("run tracer summary");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -167,10 +244,14 @@ fn refused_connects(bed: &TwoHosts, n: usize) {
 #[test]
 fn a_full_disk_is_named_the_final_stats_go_to_stderr_and_the_recording_is_read() {
     const DISK: u64 = 16 * 1024;
-    let disk = Folder::small_disk("full", DISK);
+    let mut disk = SmallDisk::new("full", DISK);
     let file = disk.file("trace.jsonl");
     let bed = TwoHosts::new("recfull");
-    let mut tracer = Recorder::start(&file, &["--netns", bed.client.name()]);
+    let mut tracer = Recorder::start_on(&file, &["--netns", bed.client.name()], Some(&mut disk));
+    assert!(
+        !file.exists(),
+        "the recording is on the tmpfs, which only the tracer's namespace sees"
+    );
     // A record is about 600 bytes: the disk is full after a few dozen.
     let deadline = Instant::now() + Duration::from_secs(60);
     let code = loop {
@@ -195,9 +276,14 @@ fn a_full_disk_is_named_the_final_stats_go_to_stderr_and_the_recording_is_read()
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 
-    let written = std::fs::read(&file).expect("read the recording");
+    let written = disk
+        .inside("cat")
+        .arg(&file)
+        .output()
+        .expect("read the recording")
+        .stdout;
     assert_eq!(written.len() as u64, DISK, "the disk is full");
-    let (code, out, err) = summary(&file);
+    let (code, out, err) = outcome(disk.inside(tracer_bin()).arg("summary").arg(&file));
     assert_eq!(code, Some(0), "summary reads the recording:\n{err}");
     assert!(
         out.contains("refused rst") && out.contains(&format!("{}:9", bed.server_ip)),
