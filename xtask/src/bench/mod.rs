@@ -7,7 +7,7 @@
 //! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
 //! - `report`: the tracer's JSON output, medians, the final table.
 //! - `recordings`: peak RSS of `tracer summary` and `tracer replay` of a recording larger than the
-//!   memory they may use (no root, no test bed: `--recordings-only` runs it alone).
+//!   memory they may use (no root, no test bed: `--only recordings` runs it alone).
 //!
 //! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
 //! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts

@@ -129,8 +129,12 @@ fn summary(tracer: &Path, file: &Path) -> anyhow::Result<Measured> {
 
 /// `tracer replay FILE --speed 0` in a 120x40 tmux terminal, until its header says `ENDED`.
 fn replay(tracer: &Path, file: &Path) -> anyhow::Result<Measured> {
+    // A server per file: the last one may still be exiting when the next starts.
+    let stem = file
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     let tmux = Tmux {
-        socket: format!("bhb-bench-replay-{}", std::process::id()),
+        socket: format!("bhb-bench-replay-{}-{stem}", std::process::id()),
     };
     let started = Instant::now();
     let command = format!(
@@ -280,7 +284,7 @@ fn node_second(out: &mut Counted, flow: &mut u64) -> anyhow::Result<()> {
         30_000 + second % 30_000
     ))?;
     out.line(&format!(
-        r#"{{"schema":1,"kind":"service","time":"{at}","service":"10.96.0.10:80","window_s":60,"backends":[{{"backend":"10.244.1.30:8080","attempts":40,"answered":0,"failed":40}},{{"backend":"10.244.1.11:8080","attempts":60,"answered":60,"failed":0}}],"failing":40,"total":100,"failing_share":0.4,"summary":"10.96.0.10:80 -> 10.244.1.30:8080 unanswered 40 of 100, 10.244.1.11:8080 established 60 of 100"}}"#
+        r#"{{"schema":1,"kind":"service","time":"{at}","service":"10.96.0.10:80","window_s":60,"backends":[{{"backend":"10.244.1.30:8080","verdicts":{{"abandoned":40}},"total":40,"failing":40}},{{"backend":"10.244.1.11:8080","verdicts":{{"established":60}},"total":60,"failing":0}}],"total":100,"failing":40,"failing_share":0.4,"summary":"10.96.0.10:80 -> 10.244.1.30:8080 unanswered 40 of 100, 10.244.1.11:8080 established 60 of 100"}}"#
     ))?;
     out.line(&format!(
         r#"{{"schema":1,"kind":"stats","time":"{at}","attempts":{},"established_first_syn":{},"events":{},"open_flows":12,"dropped":{{"ring_buffer_full":0,"attempts_map_full":0,"healthy_map_full":0,"decode_errors":0,"expired_flows":{}}},"final":false}}"#,
