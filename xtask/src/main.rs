@@ -8,6 +8,7 @@
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
 //! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
+mod arch;
 mod bench;
 mod clippy;
 mod dist;
@@ -16,6 +17,7 @@ mod kernels;
 mod run;
 mod setup;
 mod shell;
+mod static_pie;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +58,13 @@ enum Command {
     /// Internal to `bench`: holds a share of the SYN flood (one process per 19k sockets).
     #[command(hide = true)]
     BenchFloodWorker { ns: String, port: u16, count: u64 },
+    /// Internal to `dist`: the linker of a static-pie where rustc links a fixed-address executable.
+    #[command(hide = true)]
+    LinkStaticPie {
+        linker: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +78,6 @@ fn main() -> anyhow::Result<()> {
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
+        Command::LinkStaticPie { linker, args } => static_pie::link(&linker, &args),
     }
 }

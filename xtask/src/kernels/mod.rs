@@ -1,18 +1,24 @@
 //! `cargo xtask kernels`: the kernel matrix. The tracer's real-kernel scenarios (integration tests
 //! of the `tests` crate) run on the host kernel and inside qemu VMs booting Debian's own kernels of
-//! the series nodes run. Each VM shares the host's root read-only (9p, under a tmpfs overlay), so it
-//! runs the very test binaries and tracer the host built, with the host's ip, nft, dnsmasq, nginx.
-//! Prints kernel × scenario (pass/fail) and kernel × capability (what the tracer reported).
+//! the series nodes run, amd64 and arm64. Each amd64 VM shares the host's root read-only (9p, under
+//! a tmpfs overlay), so it runs the very test binaries and tracer the host built, with the host's
+//! ip, nft, dnsmasq, nginx. An arm64 VM gets the same from an arm64 root assembled from Debian's
+//! arm64 packages, with the aarch64 tracer and test binaries (`arm64.rs`, `userland.rs`).
+//! Prints kernel × scenario (pass/fail) and kernel × capability (what the tracer reported); a
+//! kernel that could not be tested (the archive unreachable, the package not cached) is named and
+//! fails the run.
+mod arm64;
 mod debian;
 mod initramfs;
 mod report;
+mod userland;
 mod vm;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
-use crate::{run::workspace_root, shell::cargo};
+use crate::{arch::Arch, dist, run::workspace_root};
 
 /// The series production nodes run.
 const SERIES: &[debian::Series] = &[
@@ -121,63 +127,115 @@ pub struct KernelsArgs {
     /// Only these kernels: `host`, or a series (`5.10`, `6.1`, `6.12`). Repeatable; all by default.
     #[arg(long = "kernel", value_name = "KERNEL")]
     pub kernels: Vec<String>,
+    /// The kernels' architecture: `amd64` (the host and x86-64 VMs) or `arm64` (emulated VMs).
+    #[arg(long, value_enum, default_value_t = Arch::Amd64)]
+    pub arch: Arch,
 }
 
 /// What to run the scenarios on.
-enum Target {
+pub enum Target {
     Host,
-    Vm(&'static debian::Series),
+    Vm(&'static debian::Series, Arch),
 }
 
 impl Target {
     fn name(&self) -> &str {
         match self {
             Target::Host => "host",
-            Target::Vm(s) => s.name,
+            Target::Vm(s, _) => s.name,
+        }
+    }
+
+    /// The architecture of the tracer and test binaries it runs.
+    pub fn arch(&self) -> Arch {
+        match self {
+            Target::Host => Arch::host(),
+            Target::Vm(_, arch) => *arch,
+        }
+    }
+
+    /// `6.12 arm64`, for a kernel that has no release to show.
+    fn label(&self) -> String {
+        match self {
+            Target::Host => "host".into(),
+            Target::Vm(s, arch) => format!("{} {}", s.name, arch.debian_name()),
         }
     }
 }
 
-/// Builds what the scenarios need (the release tracer, the test binaries), runs them on every
-/// chosen kernel, prints the tables, and fails if any scenario failed anywhere.
-pub fn run(args: &KernelsArgs, tracer: &Path) -> anyhow::Result<()> {
-    let targets = chosen_targets(&args.kernels)?;
+/// The newest series on `arch`: what `cargo xtask test` runs on an architecture it emulates.
+pub fn newest(arch: Arch) -> Target {
+    Target::Vm(SERIES.last().unwrap_or(&SERIES[0]), arch)
+}
+
+/// Builds what the scenarios need (the test binaries of each architecture; `tracers` holds the
+/// static tracer of each), runs them on every target, prints the tables, and fails if any scenario
+/// failed anywhere or a kernel could not be tested.
+pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()> {
     let root = workspace_root()?;
     let work = root.join("target/kernel-matrix");
-    // The VMs read the host's files as they are now: copies, so a rebuild meanwhile changes nothing.
-    let bin = work.join("bin");
-    let _ = std::fs::remove_dir_all(&bin);
-    std::fs::create_dir_all(&bin)?;
-    let mut binaries = Vec::new();
-    for (name, exe) in test_binaries()? {
-        let copy = bin.join(&name);
-        std::fs::copy(&exe, &copy).with_context(|| format!("copying {}", exe.display()))?;
-        binaries.push((name, copy));
+    let mut arches: Vec<Arch> = targets.iter().map(Target::arch).collect();
+    arches.dedup();
+    // The VMs read the binaries as they are now: copies, so a rebuild meanwhile changes nothing.
+    let mut built = Vec::new();
+    for arch in arches {
+        let tracer = tracers
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, t)| t)
+            .with_context(|| format!("no {} tracer was built", arch.debian_name()))?;
+        built.push((arch, binaries_of(arch, tracer, &work)?));
     }
-    let tracer_copy = bin.join("tracer");
-    std::fs::copy(tracer, &tracer_copy).with_context(|| format!("copying {}", tracer.display()))?;
-    let tracer = tracer_copy.as_path();
+    let binaries_for = |arch: Arch| {
+        built
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, b)| b)
+            .context("binaries of the architecture")
+    };
 
-    let needs_vm = targets.iter().any(|t| matches!(t, Target::Vm(_)));
-    let online = if needs_vm {
-        let suites: Vec<&str> = SERIES.iter().map(|s| s.suite).collect();
-        debian::refresh(&suites)?
-    } else {
-        false
+    let mut sources = Sources {
+        suites: targets
+            .iter()
+            .filter_map(|t| match t {
+                Target::Host => None,
+                Target::Vm(series, arch) => Some((*arch, series.suite)),
+            })
+            .collect(),
+        ..Sources::default()
     };
     let mut outcomes = Vec::new();
-    for target in &targets {
+    for target in targets {
         let started = std::time::Instant::now();
+        let (tracer, binaries) = binaries_for(target.arch())?;
         let outcome = match target {
-            Target::Host => vm::run_on_host(&root, tracer, &binaries, &work)?,
-            Target::Vm(series) => {
-                let kernel = debian::kernel(series, online)?;
-                vm::run_in_vm(&kernel, &root, tracer, &binaries, &work)?
-            }
+            Target::Host => vm::run_on_host(&root, tracer, binaries, &work)?,
+            Target::Vm(series, arch) => match sources.kernel(series, *arch)? {
+                Err(why) => report::Outcome::untested(target.label(), &why),
+                Ok(kernel) => {
+                    let mut outcome = if *arch == Arch::host() {
+                        vm::run_in_vm(&kernel, &root, tracer, binaries, &work)?
+                    } else {
+                        match sources.userland(*arch)? {
+                            Ok(userland) => {
+                                arm64::run_in_vm(&kernel, userland, tracer, binaries, &work)?
+                            }
+                            Err(why) => report::Outcome::untested(kernel.release.clone(), why),
+                        }
+                    };
+                    if let Some(note) = kernel.note {
+                        outcome.note = Some(match outcome.note {
+                            Some(other) => format!("{other}; {note}"),
+                            None => note,
+                        });
+                    }
+                    outcome
+                }
+            },
         };
         eprintln!(
             "xtask: kernel {} ({}): {} of {} scenarios passed in {:.0} s; log {}",
-            target.name(),
+            target.label(),
             outcome.release,
             outcome.passed(),
             SCENARIOS.len(),
@@ -187,27 +245,142 @@ pub fn run(args: &KernelsArgs, tracer: &Path) -> anyhow::Result<()> {
         outcomes.push(outcome);
     }
     println!("{}", report::tables(&outcomes));
+    let offline: Vec<Arch> = sources
+        .online
+        .iter()
+        .filter(|(_, online)| !online)
+        .map(|(arch, _)| *arch)
+        .collect();
+    verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+}
+
+/// Whether the matrix passed: every kernel tested, every scenario passed, and each kernel the
+/// newest of its series (which only the archive can say: with it unreachable, the cached kernels
+/// were tested but the run fails).
+fn verdict(outcomes: &[report::Outcome], offline: &[Arch]) -> Result<(), String> {
+    let mut problems = Vec::new();
     let failed: Vec<String> = outcomes
         .iter()
-        .filter(|o| o.passed() < SCENARIOS.len())
+        .filter(|o| o.tested && o.passed() < SCENARIOS.len())
         .map(|o| format!("{} ({})", o.release, o.log.display()))
         .collect();
     if !failed.is_empty() {
-        bail!("kernel matrix: scenarios failed on {}", failed.join(", "));
+        problems.push(format!("scenarios failed on {}", failed.join(", ")));
     }
-    Ok(())
+    let untested: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.tested)
+        .map(|o| o.release.clone())
+        .collect();
+    if !untested.is_empty() {
+        problems.push(format!("could not test {}", untested.join(", ")));
+    }
+    for arch in offline {
+        problems.push(format!(
+            "the Debian archive could not be reached for {}, so whether a newer patch release of \
+             each series exists is unknown (only cached kernels could be tested)",
+            arch.debian_name()
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
-fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
+/// Where kernels and userlands come from: the Debian archive (each architecture's apt state
+/// refreshed once per run) or, when it cannot be reached, the cache. What cannot be had is an
+/// `Err` with the reason, so the run goes on to the other kernels and then names it.
+#[derive(Default)]
+struct Sources {
+    /// The suites each architecture's targets need (the userland's, bookworm, is among them).
+    suites: Vec<(Arch, &'static str)>,
+    online: Vec<(Arch, bool)>,
+    userlands: Vec<(Arch, Result<userland::Userland, String>)>,
+}
+
+impl Sources {
+    fn online(&mut self, arch: Arch) -> anyhow::Result<bool> {
+        if let Some((_, online)) = self.online.iter().find(|(a, _)| *a == arch) {
+            return Ok(*online);
+        }
+        let mut suites: Vec<&str> = self
+            .suites
+            .iter()
+            .filter(|(a, _)| *a == arch)
+            .map(|(_, suite)| *suite)
+            .chain((arch != Arch::host()).then_some(userland::SUITE))
+            .collect();
+        suites.sort_unstable();
+        suites.dedup();
+        let online = debian::refresh(arch, &suites)?;
+        self.online.push((arch, online));
+        Ok(online)
+    }
+
+    fn kernel(
+        &mut self,
+        series: &debian::Series,
+        arch: Arch,
+    ) -> anyhow::Result<Result<debian::Kernel, String>> {
+        let online = self.online(arch)?;
+        Ok(debian::kernel(series, arch, online).map_err(|why| format!("{why:#}")))
+    }
+
+    /// The guest root of an architecture other than the host's.
+    fn userland(&mut self, arch: Arch) -> anyhow::Result<&Result<userland::Userland, String>> {
+        if !self.userlands.iter().any(|(a, _)| *a == arch) {
+            let online = self.online(arch)?;
+            let userland = userland::assemble(arch, online)
+                .map_err(|why| format!("no {} userland: {why:#}", arch.debian_name()));
+            self.userlands.push((arch, userland));
+        }
+        self.userlands
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, u)| u)
+            .context("the userland was just assembled")
+    }
+}
+
+/// The tracer and the test binaries of `arch`, copied under `work`.
+fn binaries_of(
+    arch: Arch,
+    tracer: &Path,
+    work: &Path,
+) -> anyhow::Result<(PathBuf, Vec<(String, PathBuf)>)> {
+    let bin = if arch == Arch::host() {
+        work.join("bin")
+    } else {
+        work.join(format!("bin-{}", arch.debian_name()))
+    };
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin)?;
+    let mut binaries = Vec::new();
+    for (name, exe) in test_binaries(arch)? {
+        let copy = bin.join(&name);
+        std::fs::copy(&exe, &copy).with_context(|| format!("copying {}", exe.display()))?;
+        binaries.push((name, copy));
+    }
+    let tracer_copy = bin.join("tracer");
+    std::fs::copy(tracer, &tracer_copy).with_context(|| format!("copying {}", tracer.display()))?;
+    Ok((tracer_copy, binaries))
+}
+
+/// The kernels `args` choose: on amd64 the host and the VMs, on arm64 the VMs.
+pub fn chosen_targets(args: &KernelsArgs) -> anyhow::Result<Vec<Target>> {
+    let arch = args.arch;
     let all = || {
-        std::iter::once(Target::Host)
-            .chain(SERIES.iter().map(Target::Vm))
+        let host = (arch == Arch::host()).then_some(Target::Host);
+        host.into_iter()
+            .chain(SERIES.iter().map(|s| Target::Vm(s, arch)))
             .collect::<Vec<_>>()
     };
-    if names.is_empty() {
+    if args.kernels.is_empty() {
         return Ok(all());
     }
-    names
+    args.kernels
         .iter()
         .map(|name| {
             all()
@@ -215,7 +388,13 @@ fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
                 .find(|t| t.name() == name)
                 .with_context(|| {
                     format!(
-                        "unknown kernel {name}: choose host or one of {}",
+                        "unknown {} kernel {name}: choose {}{}",
+                        arch.debian_name(),
+                        if arch == Arch::host() {
+                            "host or one of "
+                        } else {
+                            "one of "
+                        },
                         SERIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
                     )
                 })
@@ -223,16 +402,26 @@ fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
         .collect()
 }
 
-/// The integration test binaries by target name (`tcp_verdicts` -> its executable), built now.
-fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
-    let out = cargo()
-        .args([
-            "test",
-            "--package",
-            "tests",
-            "--no-run",
-            "--message-format=json",
-        ])
+/// The integration test binaries of `arch` by target name (`tcp_verdicts` -> its executable),
+/// built now: for the host, as `cargo test` builds them; for another architecture, static (musl)
+/// with the cross toolchain `dist` uses.
+fn test_binaries(arch: Arch) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut cmd = if arch == Arch::host() {
+        crate::shell::cargo()
+    } else {
+        dist::cargo_for(arch.musl_target())?.0
+    };
+    cmd.args([
+        "test",
+        "--package",
+        "tests",
+        "--no-run",
+        "--message-format=json",
+    ]);
+    if arch != Arch::host() {
+        cmd.args(["--target", arch.musl_target()]);
+    }
+    let out = cmd
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("building the integration tests")?;
@@ -258,4 +447,61 @@ fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
         }
     }
     Ok(binaries)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::{Arch, SCENARIOS, report::Outcome, verdict};
+
+    fn passed(release: &str) -> Outcome {
+        let mut o = Outcome::untested(release.into(), "");
+        o.tested = true;
+        o.note = None;
+        o.passed = vec![true; SCENARIOS.len()];
+        o.log = PathBuf::from(format!("{release}.log"));
+        o
+    }
+
+    #[test]
+    fn every_kernel_tested_and_passed_is_a_pass() {
+        assert_eq!(
+            verdict(
+                &[passed("6.1.0-57-amd64"), passed("6.12.117+deb12-arm64")],
+                &[]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_could_not_be_had_is_named_and_fails_the_run() {
+        let err = verdict(
+            &[
+                passed("6.1.0-57-amd64"),
+                Outcome::untested("5.10 arm64".into(), "no cached kernel"),
+            ],
+            &[],
+        )
+        .expect_err("a kernel was not tested");
+        assert_eq!(err, "could not test 5.10 arm64");
+    }
+
+    #[test]
+    fn an_unreachable_archive_fails_the_run_even_when_the_cache_had_every_kernel() {
+        let err = verdict(&[passed("6.1.0-57-amd64")], &[Arch::Amd64]).expect_err("offline");
+        assert!(err.contains("could not be reached for amd64"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_scenario_names_the_kernel_and_its_log() {
+        let mut failed = passed("6.12.117+deb12-arm64");
+        failed.passed[0] = false;
+        let err = verdict(&[failed], &[]).expect_err("a scenario failed");
+        assert_eq!(
+            err,
+            "scenarios failed on 6.12.117+deb12-arm64 (6.12.117+deb12-arm64.log)"
+        );
+    }
 }

@@ -13,6 +13,8 @@ pub struct Outcome {
     pub capabilities: Vec<(String, String)>,
     /// What went wrong outside the scenarios (a VM that hung, a script that failed).
     pub note: Option<String>,
+    /// False for a kernel that could not be booted at all (not downloaded, not cached).
+    pub tested: bool,
     /// The failed tests' own output (libtest's `---- name stdout ----` sections), so a CI log that
     /// shows only the tables still says why.
     pub failures: String,
@@ -22,6 +24,19 @@ pub struct Outcome {
 impl Outcome {
     pub fn passed(&self) -> usize {
         self.passed.iter().filter(|p| **p).count()
+    }
+
+    /// A kernel that could not be tested, and why.
+    pub fn untested(kernel: String, why: &str) -> Outcome {
+        Outcome {
+            release: kernel,
+            passed: vec![false; SCENARIOS.len()],
+            capabilities: Vec::new(),
+            note: Some(format!("not tested: {why}")),
+            tested: false,
+            failures: String::new(),
+            log: PathBuf::new(),
+        }
     }
 }
 
@@ -57,6 +72,7 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         passed,
         capabilities,
         note: fatal.or(unfinished),
+        tested: true,
         failures: failure_sections(text),
         log,
     }
@@ -118,7 +134,9 @@ pub fn tables(outcomes: &[Outcome]) -> String {
     for (i, scenario) in SCENARIOS.iter().enumerate() {
         let _ = write!(out, "{:width$}", scenario.label);
         for o in outcomes {
-            let cell = if o.passed.get(i).copied().unwrap_or(false) {
+            let cell = if !o.tested {
+                "untested"
+            } else if o.passed.get(i).copied().unwrap_or(false) {
                 "pass"
             } else {
                 "FAIL"

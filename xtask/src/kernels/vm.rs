@@ -79,7 +79,7 @@ pub fn run_on_host(
 /// Stage 2 of the guest: mounts a node has, then the scenarios, then power off. The root is the
 /// host's under a writable overlay, so nothing is mounted over a folder that may hold the work tree
 /// (a CI clone under /tmp); `/run` starts empty, as on a booted node.
-fn stage2(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
+pub(super) fn stage2(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
     let mounts = "\
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -119,37 +119,58 @@ pub fn run_in_vm(
     work: &Path,
 ) -> anyhow::Result<report::Outcome> {
     let initrd = work.join(format!("initramfs-{}.cpio", kernel.release));
-    initramfs::build(kernel, GUEST_INIT, &stage2(root, tracer, binaries), &initrd)?;
-    let log = work.join(format!("{}.log", kernel.release));
-    let mut qemu = Command::new("qemu-system-x86_64")
-        .args(accel_args())
-        .args([
-            "-m",
-            "2048",
-            "-smp",
-            "2",
-            "-nographic",
-            "-no-reboot",
-            "-nodefaults",
-        ])
-        .args(["-serial", "stdio", "-monitor", "none"])
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
+    initramfs::build(
+        kernel,
+        Path::new(initramfs::BUSYBOX),
+        GUEST_INIT,
+        &stage2(root, tracer, binaries),
+        &initrd,
+    )?;
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(accel_args())
+        .args(["-m", "2048", "-smp", "2"])
         .args(["-append", "console=ttyS0 panic=-1 quiet"])
         // The host's root, read-only; the guest writes to a tmpfs overlay. No network device: the
         // guest's test traffic has nowhere to go but its own namespaces.
         .args([
             "-virtfs",
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-        ])
+        ]);
+    boot(
+        qemu,
+        "qemu-system-x86_64 (Debian package qemu-system-x86)",
+        kernel,
+        &initrd,
+        work,
+        VM_TIMEOUT,
+    )
+}
+
+/// Boots `kernel` with `initrd` in `qemu` (its machine, memory and shares already given), waits for
+/// it to power off (or stops it after `timeout`), and reads what the scenarios printed on its
+/// serial console.
+pub(super) fn boot(
+    mut qemu: Command,
+    what: &str,
+    kernel: &Kernel,
+    initrd: &Path,
+    work: &Path,
+    timeout: Duration,
+) -> anyhow::Result<report::Outcome> {
+    let log = work.join(format!("{}.log", kernel.release));
+    let mut qemu = qemu
+        .args(["-nographic", "-no-reboot", "-nodefaults"])
+        .args(["-serial", "stdio", "-monitor", "none"])
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log)?)
         .stderr(Stdio::inherit())
         .spawn()
-        .context("starting qemu-system-x86_64 (Debian package qemu-system-x86)")?;
-    let deadline = Instant::now() + VM_TIMEOUT;
+        .with_context(|| format!("starting {what}"))?;
+    let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     while qemu.try_wait()?.is_none() {
         if Instant::now() > deadline {
@@ -160,7 +181,7 @@ pub fn run_in_vm(
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let _ = std::fs::remove_file(&initrd);
+    let _ = std::fs::remove_file(initrd);
     let text = String::from_utf8_lossy(&std::fs::read(&log)?).replace('\r', "");
     let mut outcome = report::parse(&text, log);
     if outcome.release.is_empty() {
@@ -169,7 +190,7 @@ pub fn run_in_vm(
     if timed_out {
         outcome.note = Some(format!(
             "the VM did not power off within {} s",
-            VM_TIMEOUT.as_secs()
+            timeout.as_secs()
         ));
     }
     Ok(outcome)
