@@ -155,6 +155,53 @@ fn refused_two_of_six() {
     );
 }
 
+/// Issue 27, item 6: a row showed its latest flow (`SYNS 1 ... gave up after 50ms`) although most
+/// of its flows had 2 SYNs over 1.5 s. The dead backend's abandoned flows, the latest one cut short.
+#[test]
+fn a_row_shows_what_is_typical_of_its_flows_and_their_range() {
+    let mut s = State::new("replay fixture.jsonl", None);
+    let mut all = records(DEAD_BACKEND);
+    let mut last = all
+        .iter()
+        .rev()
+        .find(|r| matches!(r, Record::Connect(c) if c.is_final))
+        .expect("an ended flow")
+        .clone();
+    if let Record::Connect(c) = &mut last {
+        c.flow = "cut-short".into();
+        c.syns = 1;
+        c.syn_sent_ms = 50;
+        c.explanation = "The application gave up after 50ms and 1 SYN.".into();
+    }
+    all.push(last);
+    for r in all {
+        s.apply(r);
+    }
+    s.act(Action::ToggleDetail);
+    let t = render(&mut s, 120, 40);
+    let screen = screen_text(&t);
+    let row = t.backend().to_string();
+    let row = row
+        .lines()
+        .find(|l| l.contains("abandoned") && l.contains("10.244.1.30:8080"))
+        .expect("the abandoned row");
+    let cells: Vec<&str> = row.trim_matches('"').split_whitespace().collect();
+    // SYNS, AGE, LAST, COUNT: the typical 3 SYNs, not the latest flow's 1.
+    assert_eq!(
+        (cells[cells.len() - 4], cells[cells.len() - 1]),
+        ("3", "11"),
+        "{row}"
+    );
+    assert!(
+        screen.contains("Typical: 3 SYNs in 10 of 11 flows (from 1 to 3), ended after 5.0s"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Why: The application gave up after 5.0s and 3 SYNs"),
+        "{screen}"
+    );
+}
+
 /// With cluster state the detail says who the ends are and the cluster verdict (`identity/`); the
 /// fixtures have no names, so this adds them the way `--cluster-state` does.
 #[test]
