@@ -69,3 +69,12 @@ pub fn loads_fentry() -> bool {
     }
     fd >= 0
 }
+
+/// Whether cgroup programs can be attached with `BPF_F_PREORDER`: upstream since 6.15, and
+/// backported in Debian's 6.12 packages (release `6.12.*+deb*`, such as `6.12.117+deb12-amd64`);
+/// Debian's 5.10 and 6.1 lack it. One answer per kernel of the matrix: a kernel that differs fails
+/// the capability test, and this table gets its line.
+pub fn has_preorder() -> bool {
+    let version = version();
+    version >= (6, 15) || (version == (6, 12) && release().contains("+deb"))
+}

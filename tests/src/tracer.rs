@@ -17,10 +17,13 @@ pub fn tracer_bin() -> String {
         .expect("TRACER_BIN is not set: run the integration tests with `cargo xtask test`")
 }
 
+/// What the stdout reader passes on: a record, or the message naming a line that is not one.
+type Line = Result<Value, String>;
+
 /// A running tracer in JSON mode.
 pub struct Tracer {
     child: Child,
-    lines: Receiver<Value>,
+    lines: Receiver<Line>,
     stderr: Arc<Mutex<String>>,
     /// Every record received so far, in order.
     pub seen: Vec<Value>,
@@ -43,9 +46,15 @@ impl Tracer {
             }
             None => Command::new(tracer_bin()),
         };
+        cmd.args(["trace", "--format", "json", "--stats-interval", "1"])
+            .args(args);
+        Tracer::spawn(cmd)
+    }
+
+    /// Starts `cmd`, a tracer writing JSON lines however it is wrapped, and waits for the
+    /// `attached` line on its stderr.
+    pub fn spawn(mut cmd: Command) -> Tracer {
         let mut child = cmd
-            .args(["trace", "--format", "json", "--stats-interval", "1"])
-            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -55,10 +64,11 @@ impl Tracer {
         let (line_tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-                    panic!("tracer printed a line that is not JSON ({e}): {line}")
-                });
-                if line_tx.send(value).is_err() {
+                // A bad line fails the test where it waits (`next_before`); this thread only
+                // passes it on, and keeps the pipe drained.
+                let parsed = serde_json::from_str(&line)
+                    .map_err(|e| format!("tracer printed a line that is not JSON: {line} ({e})"));
+                if line_tx.send(parsed).is_err() {
                     break;
                 }
             }
@@ -130,37 +140,72 @@ impl Tracer {
             return found.clone();
         }
         let deadline = Instant::now() + timeout;
+        while let Some(value) = self.next_before(deadline, what) {
+            if matches(&value) {
+                return value;
+            }
+        }
+        panic!(
+            "expected {what} within {timeout:?}; got:\n{}\nstderr:\n{}",
+            self.seen_text(),
+            self.stderr()
+        )
+    }
+
+    /// Collects whatever arrives in the next `period`; the tracer must keep running meanwhile.
+    pub fn collect_for(&mut self, period: Duration) {
+        let deadline = Instant::now() + period;
+        while self.next_before(deadline, "records to collect").is_some() {}
+    }
+
+    /// The next record, kept in `seen`, or None once `deadline` passed. A line that is not JSON,
+    /// or the end of the tracer's output (it exited), fails the test here, naming `what` it
+    /// waited for: a check that follows must not pass on what never arrived.
+    fn next_before(&mut self, deadline: Instant, what: &str) -> Option<Value> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(left) {
+            Ok(Ok(value)) => {
+                self.seen.push(value.clone());
+                Some(value)
+            }
+            Ok(Err(bad_line)) => panic!(
+                "waiting for {what}: {bad_line}\nbefore it:\n{}\nstderr:\n{}",
+                self.seen_text(),
+                self.stderr()
+            ),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => panic!(
+                "waiting for {what}: the tracer's output ended ({}); got:\n{}\nstderr:\n{}",
+                match self.exit_status_soon() {
+                    Some(status) => format!("it exited: {status}"),
+                    None => "it closed its stdout".to_string(),
+                },
+                self.seen_text(),
+                self.stderr()
+            ),
+        }
+    }
+
+    /// The tracer's exit status if it exits within a second: its stdout closes just before.
+    fn exit_status_soon(&mut self) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(1);
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(value) => {
-                    self.seen.push(value.clone());
-                    if matches(&value) {
-                        return value;
-                    }
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
                 }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => panic!(
-                    "expected {what} within {timeout:?}; got:\n{}\nstderr:\n{}",
-                    self.seen
-                        .iter()
-                        .map(|v| v.to_string())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    self.stderr()
-                ),
+                _ => return None,
             }
         }
     }
 
-    /// Collects whatever arrives in the next `period`.
-    pub fn collect_for(&mut self, period: Duration) {
-        let deadline = Instant::now() + period;
-        while let Ok(v) = self
-            .lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            self.seen.push(v);
-        }
+    fn seen_text(&self) -> String {
+        self.seen
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     pub fn connect_records(&self) -> Vec<&Value> {
@@ -196,8 +241,14 @@ impl Tracer {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
         let status = self.child.wait().expect("wait for tracer");
-        while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(2)) {
-            self.seen.push(v);
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            match line {
+                Ok(v) => self.seen.push(v),
+                Err(bad_line) => panic!(
+                    "after signal {signal}: {bad_line}\nstderr:\n{}",
+                    self.stderr()
+                ),
+            }
         }
         let stderr = self.stderr();
         (status.success(), std::mem::take(&mut self.seen), stderr)
@@ -247,4 +298,50 @@ pub fn records_of_run(out: &std::process::Output) -> (Vec<Value>, String) {
         })
         .collect();
     (records, stderr)
+}
+
+/// The harness itself: a failure the reader thread sees must fail the test that waits.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for the tracer: says `attached` on stderr, then runs `script` for its stdout.
+    fn fake(script: &str) -> Tracer {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", &format!("echo 'tracer: attached' >&2; {script}")]);
+        Tracer::spawn(sh)
+    }
+
+    #[test]
+    fn records_are_collected() {
+        let mut tracer = fake(r#"echo '{"kind":"stats"}'; echo '{"kind":"dns"}'; exec sleep 10"#);
+        tracer.collect_for(Duration::from_millis(500));
+        assert_eq!(tracer.seen.len(), 2, "{:?}", tracer.seen);
+    }
+
+    #[test]
+    #[should_panic(expected = "not JSON: thread 'x' panicked")]
+    fn a_line_that_is_not_json_fails_collect_for_with_the_line() {
+        let mut tracer =
+            fake(r#"echo '{"kind":"stats"}'; echo "thread 'x' panicked"; exec sleep 10"#);
+        tracer.collect_for(Duration::from_secs(2));
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "waiting for a dns record: tracer printed a line that is not JSON: garbage"
+    )]
+    fn a_line_that_is_not_json_fails_expect_with_the_line() {
+        let mut tracer = fake(r#"echo 'garbage'; echo '{"kind":"dns"}'; exec sleep 10"#);
+        tracer.expect("a dns record", Duration::from_secs(2), |v| {
+            v["kind"] == "dns"
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "the tracer's output ended (it exited: exit status: 3)")]
+    fn an_output_that_ends_fails_collect_for() {
+        let mut tracer = fake(r#"echo '{"kind":"stats"}'; exit 3"#);
+        tracer.collect_for(Duration::from_secs(2));
+    }
 }

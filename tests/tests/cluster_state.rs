@@ -176,7 +176,11 @@ fn cluster_state_unanswered_connect_to_a_deleted_pod_ip_is_backend_is_no_live_po
         live["cluster_verdict"], "backend is no live pod",
         "said while the connect still hangs: {live}"
     );
-    let _ = client.join().expect("client thread");
+    let err = client
+        .join()
+        .expect("client thread")
+        .expect_err("the SYNs are dropped");
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
     let end = tracer.expect("abandoned", Duration::from_secs(5), |v| {
         is_connect(v, dst, "abandoned", true)
     });
@@ -224,7 +228,9 @@ fn cluster_state_from_the_api_names_the_same_pods_as_the_file() {
     // The first lists may still be on their way right after attach (those records say `identity_stale`):
     // connect a few times and take the first record named from a complete list.
     for _ in 0..5 {
-        let _ = connect_from(&bed.client, "tc-clive", dst, Duration::from_secs(3));
+        let err = connect_from(&bed.client, "tc-clive", dst, Duration::from_secs(3))
+            .expect_err("nothing listens");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
         std::thread::sleep(Duration::from_millis(200));
     }
     let r = tracer.expect("refused, named from the API", Duration::from_secs(5), |v| {
@@ -265,7 +271,9 @@ fn cluster_state_api_unreachable_keeps_tracing_with_stale_names() {
         kubeconfig.to_str().expect("path"),
     ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
-    let _ = connect_from(&bed.client, "tc-capi", dst, Duration::from_secs(3));
+    let err = connect_from(&bed.client, "tc-capi", dst, Duration::from_secs(3))
+        .expect_err("nothing listens");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
     let r = tracer.expect(
         "refused, traced without the API",
         Duration::from_secs(5),

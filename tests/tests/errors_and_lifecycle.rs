@@ -2,14 +2,14 @@
 //! verifier dump; the programs detach on SIGINT and SIGTERM; losses are counted and shown.
 use std::{
     net::{SocketAddr, SocketAddrV4},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use serde_json::Value;
 use tests::{
     kernel_facts,
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
-    tracer::{Tracer, records_of_run, run_to_exit},
+    tracer::{Tracer, run_to_exit},
 };
 
 fn assert_clean_failure(code: Option<i32>, stderr: &str, expected: &str) {
@@ -165,11 +165,18 @@ fn programs_detach_on(signal: libc::c_int) {
         (Some("stats"), Some(true)),
         "{last}"
     );
-    std::thread::sleep(Duration::from_millis(200));
-    let left: Vec<u32> = ids.into_iter().filter(|&id| prog_exists(id)).collect();
+    // The kernel frees a program soon after its last reference goes: asked until then.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let left = loop {
+        let left: Vec<u32> = ids.iter().copied().filter(|&id| prog_exists(id)).collect();
+        if left.is_empty() || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(
         left.is_empty(),
-        "programs still loaded after exit: {left:?}"
+        "programs still loaded 5 s after exit: {left:?}"
     );
 }
 
@@ -211,8 +218,8 @@ fn attempts_beyond_the_kernel_table_are_counted_as_dropped() {
     assert_eq!(stats["dropped"]["attempts_map_full"], 3, "{stats}");
     let (_, records, stderr) = tracer.stop();
     assert!(
-        stderr.contains("events dropped"),
-        "drops are said on stderr too:\n{stderr}"
+        stderr.contains("events dropped so far: attempts map full "),
+        "drops are said on stderr too, in words (issue 27: not a Debug struct):\n{stderr}"
     );
     let followed = records
         .iter()
@@ -278,15 +285,9 @@ fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
     vec![
         ("cgroup_v2", full_if(cgroup2)),
         ("connect_errors", full_if(error_report)),
-        // BPF_F_PREORDER came in 6.15; distributions backport it (Debian's 6.12 has it), so below
-        // 6.15 either state is right, with its reason when degraded.
         (
             "dialled_before_socket_lb",
-            if version >= (6, 15) {
-                "full"
-            } else {
-                "full or degraded"
-            },
+            full_if(kernel_facts::has_preorder()),
         ),
         ("dns", "full"),
         ("dns_refused", full_if(error_report)),
@@ -345,10 +346,7 @@ fn assert_kernel_object(stats: &Value, expected: &[(&str, &str)], stderr: &str) 
     for (name, state) in expected {
         let c = &capabilities[*name];
         let got = c["state"].as_str().expect("a state");
-        assert!(
-            state.split(" or ").any(|s| s == got),
-            "{name}: {state}: {stats}"
-        );
+        assert_eq!(got, *state, "{name}: {stats}");
         if got == "full" {
             assert!(c.get("reason").is_none(), "{name}: {stats}");
         } else {
@@ -429,29 +427,24 @@ fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
     // A private mount namespace without any cgroup2 mount, where the tracer runs.
     let script = format!(
         "grep ' cgroup2 ' /proc/self/mounts | cut -d' ' -f2 | xargs -r -n1 umount -l && \
-         exec '{}' trace --format json --duration 6 --netns {}",
+         exec '{}' trace --format json --netns {}",
         tests::tracer::tracer_bin(),
         bed.client.name()
     );
-    let child = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("unshare");
-    std::thread::sleep(Duration::from_secs(3));
+    let mut unshare = std::process::Command::new("unshare");
+    unshare.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    let mut tracer = Tracer::spawn(unshare);
     let err = connect_from(&bed.client, "tc-nocg2", dst, Duration::from_secs(2))
         .expect_err("nothing listens");
     assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
-    let out = child.wait_with_output().expect("tracer output");
-    let (records, stderr) = records_of_run(&out);
-    assert!(
-        records.iter().any(|v| v["kind"] == "connect"
+    tracer.expect("the refused connect", Duration::from_secs(5), |v| {
+        v["kind"] == "connect"
             && v["verdict"] == "refused"
             && v["dst"] == dst.to_string().as_str()
-            && v["comm"] == "tc-nocg2"),
-        "the refused connect is traced: {records:?}\n{stderr}"
-    );
+            && v["comm"] == "tc-nocg2"
+    });
+    let (ok, records, stderr) = tracer.stop();
+    assert!(ok, "a clean exit on SIGTERM: {stderr}");
     let last = records
         .iter()
         .rev()

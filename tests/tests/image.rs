@@ -10,14 +10,14 @@
 use std::{
     net::{SocketAddr, SocketAddrV4},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
 use serde_json::Value;
 use tests::{
     testbed::{TwoHosts, connect_from, nft_drop_syn_to},
-    tracer::{records_of_run, tracer_bin},
+    tracer::{Tracer, tracer_bin},
 };
 
 fn image_archive() -> PathBuf {
@@ -298,20 +298,17 @@ fn the_unpacked_binary_runs_as_the_daemonset_runs_it_and_names_refused_and_aband
         "set -e; R='{r}'; mkdir -p $R/proc $R/sys $R/run/netns $R/host/sys/fs/cgroup; \
          mount -t proc proc $R/proc; mount --rbind /sys $R/sys; \
          mount --rbind /run/netns $R/run/netns; mount --bind '{cg}' $R/host/sys/fs/cgroup; \
-         exec setpriv --bounding-set={bound} chroot $R /usr/local/bin/tracer {args} --netns {ns} --duration 7",
+         exec setpriv --bounding-set={bound} chroot $R /usr/local/bin/tracer {args} --netns {ns}",
         r = rootfs.display(),
         cg = host_cgroup2_root(),
         bound = setpriv_caps(&[caps.clone(), vec!["SYS_CHROOT".into()]].concat()),
         args = args.join(" "),
         ns = bed.client.name(),
     );
-    let child = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &mounts])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("unshare");
-    std::thread::sleep(Duration::from_secs(3));
+    let mut unshare = Command::new("unshare");
+    unshare.args(["--mount", "--propagation", "private", "sh", "-c", &mounts]);
+    // JSON lines, as the DaemonSet's --format=json; the pod's end is a SIGTERM.
+    let mut tracer = Tracer::spawn(unshare);
     let refused = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 9));
     let black_hole = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 81));
     let err = connect_from(&bed.client, "tc-img-rst", refused, Duration::from_secs(2))
@@ -324,25 +321,14 @@ fn the_unpacked_binary_runs_as_the_daemonset_runs_it_and_names_refused_and_aband
         Duration::from_millis(1500),
     )
     .expect_err("the SYN is dropped");
-    let out = child.wait_with_output().expect("tracer output");
-    // JSON lines, as the DaemonSet's --format=json.
-    let (records, stderr) = records_of_run(&out);
-    let verdict_of = |comm: &str| {
-        records
-            .iter()
-            .find(|v| v["kind"] == "connect" && v["comm"] == comm && v["final"] == true)
-            .map(|v| v["verdict"].clone())
-    };
-    assert_eq!(
-        verdict_of("tc-img-rst"),
-        Some("refused".into()),
-        "{records:?}\n{stderr}"
-    );
-    assert_eq!(
-        verdict_of("tc-img-gone"),
-        Some("abandoned".into()),
-        "{records:?}\n{stderr}"
-    );
+    for (comm, verdict) in [("tc-img-rst", "refused"), ("tc-img-gone", "abandoned")] {
+        let end = tracer.expect(comm, Duration::from_secs(5), |v| {
+            v["kind"] == "connect" && v["comm"] == comm && v["final"] == true
+        });
+        assert_eq!(end["verdict"], verdict, "{end}");
+    }
+    let (ok, records, stderr) = tracer.stop();
+    assert!(ok, "a clean exit on SIGTERM: {stderr}");
     let last = records
         .iter()
         .rev()

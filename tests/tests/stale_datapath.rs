@@ -427,13 +427,18 @@ fn stale_datapath_nftables_names_the_dead_endpoint_chain_and_sees_it_removed() {
 fn stale_datapath_without_cluster_state_is_not_judged_and_says_so() {
     let b = bed("sdx");
     b.bed.node.iptables_restore(&iptables_rules(&b, true));
-    let tracer = Tracer::start(&[
+    let mut tracer = Tracer::start(&[
         "--netns",
         b.bed.client.name(),
         "--conntrack-netns",
         b.bed.node.name(),
     ]);
-    std::thread::sleep(Duration::from_secs(2));
+    // The audit has had its turn once a stats record carries its state.
+    tracer.expect(
+        "a stats record with the datapath audit's state",
+        Duration::from_secs(5),
+        |v| v["kind"] == "stats" && v["datapath"].is_object(),
+    );
     let (ok, seen, stderr) = tracer.stop();
     assert!(ok, "{stderr}");
     assert!(

@@ -27,6 +27,15 @@ fn is_connect(v: &Value, dst: SocketAddr, verdict: &str, is_final: bool) -> bool
         && v["final"] == is_final
 }
 
+/// `what` happened, and was refused (nothing listens there).
+fn assert_refused(result: std::io::Result<()>, what: &str) {
+    assert_eq!(
+        result.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused),
+        "{what} was refused"
+    );
+}
+
 /// The fields every verdict must carry: endpoints, process, namespace.
 fn assert_who(record: &Value, bed: &TwoHosts, comm: &str) {
     assert_eq!(
@@ -301,14 +310,28 @@ fn unrelated_traffic_on_the_machine_does_not_show_up() {
     let mut tracer = tracer_for(&bed);
     let mine = SocketAddr::from(SocketAddrV4::new(bed.server_ip, PORT));
     let theirs = SocketAddr::from(SocketAddrV4::new(other.server_ip, PORT + 1));
-    // A refused connect in another namespace, and on the host's loopback, around ours.
-    let _ = connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3));
-    let _ = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:1".parse().expect("addr"),
-        Duration::from_secs(1),
+    // A refused connect in another namespace, and on the host's loopback, around ours: each must
+    // have happened for its absence below to say anything.
+    assert_refused(
+        connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3)),
+        "the other namespace's first connect",
     );
-    let _ = connect_from(&bed.client, "tc-mine", mine, Duration::from_secs(3));
-    let _ = connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3));
+    assert_refused(
+        std::net::TcpStream::connect_timeout(
+            &"127.0.0.1:1".parse().expect("addr"),
+            Duration::from_secs(1),
+        )
+        .map(drop),
+        "the host loopback's connect",
+    );
+    assert_refused(
+        connect_from(&bed.client, "tc-mine", mine, Duration::from_secs(3)),
+        "our connect",
+    );
+    assert_refused(
+        connect_from(&other.client, "tc-other", theirs, Duration::from_secs(3)),
+        "the other namespace's second connect",
+    );
     tracer.expect("our refused connect", Duration::from_secs(5), |v| {
         is_connect(v, mine, "refused", true)
     });
@@ -336,8 +359,14 @@ fn destination_filters_keep_only_matching_flows() {
     ]);
     let wanted = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8081));
     let other_port = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8082));
-    let _ = connect_from(&bed.client, "tc-flt", other_port, Duration::from_secs(3));
-    let _ = connect_from(&bed.client, "tc-flt", wanted, Duration::from_secs(3));
+    assert_refused(
+        connect_from(&bed.client, "tc-flt", other_port, Duration::from_secs(3)),
+        "the connect to the other port",
+    );
+    assert_refused(
+        connect_from(&bed.client, "tc-flt", wanted, Duration::from_secs(3)),
+        "the connect to the filtered port",
+    );
     tracer.expect(
         "refused on the filtered port",
         Duration::from_secs(5),

@@ -16,8 +16,8 @@ fn main() {
             .expect("usage: tui_panic FILE.jsonl"),
     );
     let mut state = State::new("panic test", None);
-    for timed in replay::read(&path).expect("a recording") {
-        state.apply(timed.record);
+    for timed in replay::Reader::open(&path).expect("a recording") {
+        state.apply(timed.expect("a record").record);
     }
     let mut session = Session::start(true).expect("a terminal");
     session

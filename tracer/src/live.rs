@@ -232,20 +232,16 @@ async fn trace(
 
     let stop = event_loop(&mut kernel, &mut pipeline, sink.as_mut(), &args, signals).await;
     let stop = match stop {
+        Ok(stop) => stop,
         Err(e) if is_broken_pipe(&e) => Stop::BrokenPipe,
-        other => other?,
+        Err(e) => {
+            // The output failed (a full disk): the totals are not lost with it.
+            eprintln!("{}", final_stats_text(&pipeline.stats(&kernel, true)));
+            return Err(e);
+        }
     };
     if !matches!(stop, Stop::BrokenPipe) {
-        // Whatever arrived before we stopped is still reported, then the final totals.
-        let _ = drain(&mut kernel, &mut pipeline, sink.as_mut());
-        ignore_broken_pipe(pipeline.write_last_counts(&mut kernel, sink.as_mut()))?;
-        let stats = pipeline.stats(&kernel, true);
-        let lost = stats.dropped.total();
-        ignore_broken_pipe(sink.write(&Record::Stats(stats)))?;
-        ignore_broken_pipe(sink.flush())?;
-        if lost > 0 {
-            eprintln!("tracer: {lost} events were dropped; see the final stats record");
-        }
+        write_final(&mut kernel, &mut pipeline, sink.as_mut())?;
     }
     let why = match stop {
         Stop::Signal => "signal",
@@ -253,6 +249,30 @@ async fn trace(
         Stop::BrokenPipe => "output closed",
     };
     eprintln!("tracer: stopped ({why}); programs detached");
+    Ok(())
+}
+
+/// At a normal end: whatever arrived before we stopped, the last counts, then the final totals,
+/// which go to stderr when the output cannot take them.
+fn write_final(
+    kernel: &mut KernelSide,
+    pipeline: &mut Pipeline,
+    sink: &mut dyn Sink,
+) -> io::Result<()> {
+    let _ = drain(kernel, pipeline, sink);
+    let counted = ignore_broken_pipe(pipeline.write_last_counts(kernel, sink));
+    let stats = pipeline.stats(kernel, true);
+    let lost = stats.dropped.total();
+    let written = counted
+        .and_then(|()| ignore_broken_pipe(sink.write(&Record::Stats(stats.clone()))))
+        .and_then(|()| ignore_broken_pipe(sink.flush()));
+    if let Err(e) = written {
+        eprintln!("{}", final_stats_text(&stats));
+        return Err(e);
+    }
+    if lost > 0 {
+        eprintln!("tracer: {lost} events were dropped; see the final stats record");
+    }
     Ok(())
 }
 
@@ -451,10 +471,30 @@ impl Pipeline {
     fn warn_on_new_drops(&mut self, dropped: &Dropped) {
         let total = dropped.total();
         if total > self.reported_drops {
-            eprintln!("tracer: warning: {total} events dropped so far: {dropped:?}");
+            eprintln!(
+                "tracer: warning: {total} events dropped so far: {}",
+                dropped.in_words()
+            );
             self.reported_drops = total;
         }
     }
+}
+
+/// The final `stats` record in one line for stderr, when the output could not take it.
+fn final_stats_text(s: &crate::record::StatsRecord) -> String {
+    let causes = match s.dropped.in_words() {
+        words if words.is_empty() => String::new(),
+        words => format!(" ({words})"),
+    };
+    format!(
+        "tracer: final stats, not in the output: attempts {}, answered on the first SYN {}, \
+         events {}, open {}, dropped {}{causes}",
+        s.attempts,
+        s.established_first_syn,
+        s.events,
+        s.open_flows,
+        s.dropped.total()
+    )
 }
 
 /// Cluster state from the file or the API the options name (errors here stop the tracer before it

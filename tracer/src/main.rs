@@ -80,8 +80,48 @@ fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tracer: error: {e:#}");
+            eprintln!("tracer: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes as anyhow's `{:#}` writes them, less each cause the text before it
+/// already says (`cannot read F: {source}` whose `source` is also its cause).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read f.jsonl: {source}")]
+    struct ReadError {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let io = std::io::Error::other("stream did not contain valid UTF-8");
+        let e = anyhow::Error::from(ReadError { source: io }).context("summary");
+        assert_eq!(
+            error_text(&e),
+            "summary: cannot read f.jsonl: stream did not contain valid UTF-8"
+        );
+        let e = anyhow::anyhow!("disk full").context("writing out.jsonl");
+        assert_eq!(error_text(&e), "writing out.jsonl: disk full");
     }
 }

@@ -662,6 +662,18 @@ impl Dropped {
     pub fn total(&self) -> u64 {
         self.by_cause().iter().map(|c| c.count).sum()
     }
+
+    /// `ring buffer full 1200, expired flows 2`: the causes that lost anything, in words; empty
+    /// when nothing was lost.
+    pub fn in_words(&self) -> String {
+        let parts: Vec<String> = self
+            .by_cause()
+            .into_iter()
+            .filter(|c| c.count > 0)
+            .map(|c| format!("{} {}", c.name, c.count))
+            .collect();
+        parts.join(", ")
+    }
 }
 
 #[cfg(test)]
@@ -680,6 +692,17 @@ mod tests {
         let all: u64 = (0..map.len()).map(|i| 1u64 << i).sum();
         let dropped: Dropped = serde_json::from_value(fields).expect("back");
         assert_eq!(dropped.total(), all);
+    }
+
+    #[test]
+    fn drops_are_said_in_words() {
+        let dropped = Dropped {
+            ring_buffer_full: 611_991,
+            end_unseen: 2,
+            ..Dropped::default()
+        };
+        assert_eq!(dropped.in_words(), "ring buffer full 611991, ends unseen 2");
+        assert_eq!(Dropped::default().in_words(), "");
     }
 
     #[test]

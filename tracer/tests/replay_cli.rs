@@ -79,3 +79,121 @@ fn a_negative_speed_is_refused_by_the_cli() {
     );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
 }
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{FIXTURES}/{name}.jsonl")).expect("fixture")
+}
+
+/// Item 4 of issue 27: a recording whose last line a crash cut short was refused whole.
+#[test]
+fn a_recording_cut_mid_line_by_a_crash_is_read_with_a_warning() {
+    let good = fixture("a_dead_backend");
+    let last = good.lines().last().expect("a last line");
+    let cut = &good[..good.len() - last.len() / 2 - 1];
+    let path = temp_file("cut.jsonl", cut);
+    let (code, out, err) = run(&["summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(":46: the last line is cut short") && err.contains("skipped"),
+        "{err}"
+    );
+    assert!(out.contains("45 records"), "{out}");
+    assert!(out.contains("the last line (46) was cut short"), "{out}");
+    // Replay gets past reading the file: what stops it here is that there is no terminal.
+    let (code, _, err) = run(&["replay", &path, "--speed", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot start the terminal UI"), "{err}");
+    assert!(err.contains(":46: the last line is cut short"), "{err}");
+}
+
+/// Item 4 of issue 27: a record of a kind a newer tracer writes made the whole file unreadable.
+#[test]
+fn records_of_an_unknown_kind_are_skipped_and_counted() {
+    let good = fixture("c_no_endpoints_icmp");
+    let newer = r#"{"schema":1,"kind":"quic_handshake","time":"2026-11-30T16:40:01.000Z","whatever":[1,2]}"#;
+    let path = temp_file("newer.jsonl", &format!("{newer}\n{good}{newer}\n"));
+    let (code, out, err) = run(&["summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("2 records of a kind this tracer does not know (quic_handshake 2)"),
+        "{err}"
+    );
+    assert!(
+        out.contains("skipped 2 records of a kind this tracer does not know (quic_handshake 2)"),
+        "{out}"
+    );
+    assert_eq!(
+        out,
+        run(&["summary", &temp_file("newer-none.jsonl", &good)])
+            .1
+            .replace("newer-none", "newer")
+            .replacen(
+                '\n',
+                "\nskipped 2 records of a kind this tracer does not know (quic_handshake 2): \
+                 written by a newer tracer\n",
+                1
+            ),
+        "the same summary otherwise"
+    );
+}
+
+/// Item 3 of issue 27: one 200 MB line took 6.5 GiB before it was rejected.
+#[test]
+fn a_line_longer_than_the_limit_is_an_error_that_names_it() {
+    let good = fixture("c_no_endpoints_icmp");
+    let long = format!(
+        "{{\"schema\":1,\"kind\":\"stats\",\"x\":\"{}\"}}\n",
+        "a".repeat(3 << 20)
+    );
+    let path = temp_file("long.jsonl", &format!("{good}{long}{good}"));
+    for command in ["replay", "summary"] {
+        let (code, out, err) = run(&[command, &path]);
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(out.is_empty(), "{command} printed: {out}");
+        assert!(
+            err.contains(":16: longer than 1048576 bytes"),
+            "{command}: {err}"
+        );
+    }
+}
+
+/// Item 2 of issue 27: `summary` panicked ("Formatting argument out of range") on a 70,000
+/// character `comm`.
+#[test]
+fn a_record_with_a_70000_character_name_is_summarized() {
+    let good = fixture("a_dead_backend");
+    let long = "c".repeat(70_000);
+    let path = temp_file(
+        "long-comm.jsonl",
+        &good.replace("\"comm\":\"checkout\"", &format!("\"comm\":\"{long}\"")),
+    );
+    let (code, out, err) = run(&["summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("a ranked row");
+    assert!(row.chars().count() < 200, "a capped row: {row}");
+    assert!(row.contains("ccc…"), "{row}");
+}
+
+/// Item 6 of issue 27: read errors said their cause twice (`...: stream did not contain valid
+/// UTF-8: stream did not contain valid UTF-8`).
+#[test]
+fn a_read_error_says_its_cause_once() {
+    let dir = std::env::temp_dir();
+    let (code, _, err) = run(&["summary", &dir.display().to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+    let good = fixture("c_no_endpoints_icmp");
+    let path =
+        std::env::temp_dir().join(format!("tracer-test-{}-latin1.jsonl", std::process::id()));
+    let mut bytes = good.into_bytes();
+    bytes.extend_from_slice(b"{\"schema\":1,\"kind\":\"stats\",\"node\":\"caf\xe9\"}\n");
+    std::fs::write(&path, bytes).expect("write");
+    let (code, _, err) = run(&["summary", &path.display().to_string()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(":16: not a tracer record: not UTF-8"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains("UTF-8: stream"), "{err}");
+}

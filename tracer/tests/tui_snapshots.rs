@@ -25,6 +25,7 @@ const REFUSED_TWO_OF_SIX: &str = include_str!("fixtures/tui/b_refused_two_of_six
 const NO_ENDPOINTS: &str = include_str!("fixtures/tui/c_no_endpoints_icmp.jsonl");
 const MIXED_WITH_DROPS: &str = include_str!("fixtures/tui/d_mixed_with_drops.jsonl");
 const REPLY_LOST: &str = include_str!("fixtures/tui/e_reply_lost.jsonl");
+const DEMO_RECORDING: &str = include_str!("golden/demo_recording.jsonl");
 
 fn records(fixture: &str) -> Vec<Record> {
     replay::parse(fixture, Path::new("fixture"))
@@ -100,6 +101,39 @@ fn dead_backend_services_shows_the_one_dead_backend() {
     assert_screen!("dead_backend_services_80x24", t);
 }
 
+/// Healthy connects to a kube-proxy Service are counted per socket destination, the Service's own
+/// address: they belong in the Service's answered total, not under a "backend" that is the Service
+/// (the demo showed `10.96.0.10:80 └ 10.96.0.10:80  11 OK`).
+#[test]
+fn the_services_view_shows_no_backend_row_for_the_service_itself() {
+    let mut s = state_of(DEMO_RECORDING);
+    s.act(Action::NextView);
+    assert_eq!(s.view, View::Services);
+    let screen = render(&mut s, 80, 24).backend().to_string();
+    let service = screen
+        .lines()
+        .find(|l| l.contains("10.96.0.10:80"))
+        .unwrap_or_else(|| panic!("the web Service's line:\n{screen}"));
+    // SERVICE / BACKEND, then OK.
+    let ok: u64 = service
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("an OK count on {service:?}"));
+    assert!(
+        ok > 0,
+        "the answered connects count in the total: {service:?}"
+    );
+    assert!(
+        !screen.contains("└ 10.96.0.10:80") && !screen.contains("├ 10.96.0.10:80"),
+        "no backend row named after the Service:\n{screen}"
+    );
+    assert!(
+        screen.contains("└ 10.250.0.11:8080"),
+        "the dead backend keeps its row:\n{screen}"
+    );
+}
+
 #[test]
 fn dead_backend_detail_shows_the_timeline_and_what_to_check() {
     let mut s = state_of(DEAD_BACKEND);
@@ -118,6 +152,53 @@ fn refused_two_of_six() {
     assert_screen!(
         "refused_two_of_six_services_120x40",
         render(&mut s, 120, 40)
+    );
+}
+
+/// Issue 27, item 6: a row showed its latest flow (`SYNS 1 ... gave up after 50ms`) although most
+/// of its flows had 2 SYNs over 1.5 s. The dead backend's abandoned flows, the latest one cut short.
+#[test]
+fn a_row_shows_what_is_typical_of_its_flows_and_their_range() {
+    let mut s = State::new("replay fixture.jsonl", None);
+    let mut all = records(DEAD_BACKEND);
+    let mut last = all
+        .iter()
+        .rev()
+        .find(|r| matches!(r, Record::Connect(c) if c.is_final))
+        .expect("an ended flow")
+        .clone();
+    if let Record::Connect(c) = &mut last {
+        c.flow = "cut-short".into();
+        c.syns = 1;
+        c.syn_sent_ms = 50;
+        c.explanation = "The application gave up after 50ms and 1 SYN.".into();
+    }
+    all.push(last);
+    for r in all {
+        s.apply(r);
+    }
+    s.act(Action::ToggleDetail);
+    let t = render(&mut s, 120, 40);
+    let screen = screen_text(&t);
+    let row = t.backend().to_string();
+    let row = row
+        .lines()
+        .find(|l| l.contains("abandoned") && l.contains("10.244.1.30:8080"))
+        .expect("the abandoned row");
+    let cells: Vec<&str> = row.trim_matches('"').split_whitespace().collect();
+    // SYNS, AGE, LAST, COUNT: the typical 3 SYNs, not the latest flow's 1.
+    assert_eq!(
+        (cells[cells.len() - 4], cells[cells.len() - 1]),
+        ("3", "11"),
+        "{row}"
+    );
+    assert!(
+        screen.contains("Typical: 3 SYNs in 10 of 11 flows (from 1 to 3), ended after 5.0s"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Why: The application gave up after 5.0s and 3 SYNs"),
+        "{screen}"
     );
 }
 

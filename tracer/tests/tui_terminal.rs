@@ -212,3 +212,34 @@ fn a_panic_restores_the_terminal() {
         "still raw: {modes}"
     );
 }
+
+/// Issue 27: records `replay` skipped (a newer tracer's kinds, a last line a crash cut short) were
+/// said on stderr, under the closed screen, and in a footer the first key cleared; the header now
+/// says how many for as long as the screen is up.
+#[test]
+fn replay_shows_the_records_it_skipped_in_its_header() {
+    let good = std::fs::read_to_string(DEAD_BACKEND).expect("fixture");
+    let newer = r#"{"schema":1,"kind":"quic_handshake","time":"2026-11-30T16:40:01.000Z"}"#;
+    let last = good.lines().last().expect("a last line");
+    let cut = &good[..good.len() - last.len() / 2 - 1];
+    let file = temp_file("skipped.jsonl", &format!("{newer}\n{newer}\n{cut}"));
+    let script = temp_file(
+        "skipped.sh",
+        &format!("{TRACER} replay {file} --speed 0 2>/dev/null; echo exit=$?; sleep 60"),
+    );
+    let tmux = Tmux::start("skipped", &format!("sh {script}"));
+    let screen = tmux.wait_for("ENDED");
+    let header = screen.lines().next().unwrap_or("");
+    assert!(
+        header.contains("skipped 3 (unknown kind 2, cut last line 1)"),
+        "{screen}"
+    );
+    // A key clears the footer's status; the header keeps the count.
+    tmux.keys(&["Tab"]);
+    let screen = tmux.wait_for("SERVICE / BACKEND");
+    let header = screen.lines().next().unwrap_or("");
+    assert!(header.contains("skipped 3"), "{screen}");
+    tmux.text("q");
+    let screen = tmux.wait_for("exit=");
+    assert!(screen.contains("exit=0"), "{screen}");
+}

@@ -2,7 +2,8 @@
 //! - `setup`: installs what building and testing need, when missing (pinned nightly with rust-src,
 //!   bpf-linker against that nightly's LLVM, Debian packages the tests use). Quick when present.
 //! - `run -- ARGS`: setup, release build, run the tracer with ARGS.
-//! - `test`: setup, unit tests, then the root-only integration tests against the real kernel.
+//! - `test`: setup, unit tests, then the root-only integration tests against the real kernel, one
+//!   process per test with a time limit (`integration.rs`).
 //! - `dist`: the static binary users copy onto a node; `image`: an OCI image of it.
 //! - `kernels [--kernel K]`: the kernel matrix alone: the real-kernel scenarios on the host and in
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
@@ -13,6 +14,7 @@ mod bench;
 mod clippy;
 mod dist;
 mod image;
+mod integration;
 mod kernels;
 mod run;
 mod setup;
@@ -42,6 +44,9 @@ enum Command {
     Test {
         /// Only integration tests whose name contains this.
         filter: Option<String>,
+        /// Each integration test fails, named, when it runs longer than this (seconds).
+        #[arg(long, value_name = "SECONDS", default_value_t = integration::TIME_LIMIT.as_secs())]
+        time_limit: u64,
     },
     /// A statically linked tracer (musl, eBPF object embedded) in target/dist/.
     Dist(dist::DistArgs),
@@ -79,7 +84,10 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Setup => setup::all(),
         Command::Run { args } => run::run(&args),
-        Command::Test { filter } => test::all(filter.as_deref()),
+        Command::Test { filter, time_limit } => test::all(
+            filter.as_deref(),
+            std::time::Duration::from_secs(time_limit),
+        ),
         Command::Dist(args) => dist::run_dist(&args),
         Command::Image => image::run_image(),
         Command::Kernels(args) => test::kernels(&args),

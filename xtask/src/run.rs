@@ -1,4 +1,5 @@
-//! `cargo xtask run -- ARGS`: the one command that builds and runs the tracer on a fresh machine.
+//! `cargo xtask run -- ARGS`: the one command that builds and runs the tracer on a fresh machine,
+//! installing what building it and running its demo need.
 use std::process::Command;
 
 use anyhow::Context as _;
@@ -10,6 +11,14 @@ use crate::{
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     setup::build_tools()?;
+    // What the demo uses at run time. Not fatal: the tracer runs without it, and the demo says
+    // what it skipped.
+    if let Err(e) = setup::debian_packages(setup::RUN_PACKAGES) {
+        eprintln!(
+            "xtask: could not install {} ({e:#}); the demo will skip what needs it",
+            setup::RUN_PACKAGES.join(" ")
+        );
+    }
     run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
     let root = workspace_root()?;
     let status = Command::new(root.join("target/release/tracer"))

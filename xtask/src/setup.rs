@@ -13,6 +13,10 @@ pub const EBPF_NIGHTLY: &str = "nightly-2026-05-20";
 const LLVM_FEATURE: &str = "llvm-22";
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
+/// Debian packages the tracer and its demo use at run time: nft loads the demo's Services (without
+/// it the demo skips them and says so; the rest it builds through netlink).
+pub const RUN_PACKAGES: &[&str] = &["nftables"];
+
 /// Debian packages the integration tests and benchmarks drive: tmux for the TUI's terminal tests;
 /// the DNS tests run dnsmasq, dig and nginx;
 /// `cargo xtask bench` compares against `conntrack -E` and bpftrace, and names programs with bpftool;
@@ -47,6 +51,7 @@ const TEST_PACKAGES: &[&str] = &[
 
 pub fn all() -> anyhow::Result<()> {
     build_tools()?;
+    debian_packages(RUN_PACKAGES)?;
     debian_packages(TEST_PACKAGES)
 }
 

@@ -2,18 +2,20 @@
 //! `tests/`, which load the real programs as root and make real connections in network namespaces
 //! they create, with the static binaries and the multi-architecture image `dist` and `image` build,
 //! then the kernel matrix (the same scenarios on Debian's 5.10, 6.1 and 6.12 amd64 kernels in VMs,
-//! and on the newest arm64 one, emulated). Integration tests run one at a time: each attaches to
-//! the same root cgroup and tracepoints, and timing assertions (SYN retransmits 1 s apart) want a
-//! quiet machine.
+//! and on the newest arm64 one, emulated). Integration tests run one at a time, each in its own
+//! process with a time limit (`integration.rs`): each attaches to the same root cgroup and
+//! tracepoints, and timing assertions (SYN retransmits 1 s apart) want a quiet machine.
 use std::path::PathBuf;
 
 use crate::{
     arch::Arch,
-    dist, image, kernels, setup,
+    dist, image, integration, kernels,
+    run::workspace_root,
+    setup,
     shell::{cargo, run},
 };
 
-pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
+pub fn all(filter: Option<&str>, time_limit: std::time::Duration) -> anyhow::Result<()> {
     setup::all()?;
     if filter.is_none() {
         // --include-ignored: a test marked #[ignore] runs anyway; nothing is skipped in silence.
@@ -34,23 +36,18 @@ pub fn all(filter: Option<&str>) -> anyhow::Result<()> {
         .map(|arch| Ok((arch, dist::build(arch.musl_target())?)))
         .collect::<anyhow::Result<Vec<(Arch, PathBuf)>>>()?;
     let tracer = tracer_of(&tracers, Arch::host());
+    let tracer_arm64 = tracer_of(&tracers, Arch::Arm64);
     let image = image::build(&tracers)?;
-    let mut cmd = cargo();
-    cmd.env("TRACER_BIN", &tracer)
-        .env("TRACER_BIN_ARM64", tracer_of(&tracers, Arch::Arm64))
-        .env("TRACER_IMAGE", &image)
-        .args([
-            "test",
-            "--package",
-            "tests",
-            "--",
-            "--test-threads=1",
-            "--include-ignored",
-        ]);
-    if let Some(filter) = filter {
-        cmd.arg(filter);
-    }
-    run(&mut cmd)?;
+    integration::run(
+        &workspace_root()?,
+        filter,
+        time_limit,
+        &[
+            ("TRACER_BIN", &tracer),
+            ("TRACER_BIN_ARM64", &tracer_arm64),
+            ("TRACER_IMAGE", &image),
+        ],
+    )?;
     if filter.is_none() {
         // Every amd64 VM kernel (the host's ran every scenario just now, as the integration
         // tests); of the emulated arm64 kernels, the newest (`cargo xtask kernels --arch arm64`

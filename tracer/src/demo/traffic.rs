@@ -2,7 +2,7 @@
 //! the demo's namespaces. Every loop ends soon after `stop` is set.
 use std::{
     io,
-    net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket},
+    net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -12,7 +12,8 @@ use std::{
 };
 
 use super::bed::{
-    self, Bed, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, WEB_LIVE, WEB_PORT, WEB_SERVICE,
+    self, Bed, DNS_DEAD, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, Services, WEB_DEAD,
+    WEB_LIVE, WEB_PORT, WEB_SERVICE,
 };
 use crate::netns;
 
@@ -26,10 +27,43 @@ pub struct Traffic {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// Where the client's traffic goes: through the Services when their rules were built, else to the
+/// pods themselves.
+struct Destinations {
+    connects: [SocketAddrV4; 3],
+    /// A new socket per lookup, answered.
+    lookups: SocketAddrV4,
+    /// The resolver socket that stays on the deleted DNS pod.
+    glued: SocketAddrV4,
+}
+
+impl Destinations {
+    fn for_services(services: &Services) -> Destinations {
+        let at = |(ip, port): (Ipv4Addr, u16)| SocketAddrV4::new(ip, port);
+        match services {
+            Services::Built => Destinations {
+                connects: [at(WEB_SERVICE), at(NOT_LISTENING), at(NO_ENDPOINTS)],
+                lookups: SocketAddrV4::new(DNS_SERVICE, 53),
+                glued: SocketAddrV4::new(DNS_SERVICE, 53),
+            },
+            Services::Skipped(_) => Destinations {
+                connects: [
+                    SocketAddrV4::new(WEB_LIVE, WEB_PORT),
+                    SocketAddrV4::new(WEB_DEAD, WEB_PORT),
+                    at(NOT_LISTENING),
+                ],
+                lookups: SocketAddrV4::new(DNS_LIVE, 53),
+                glued: SocketAddrV4::new(DNS_DEAD, 53),
+            },
+        }
+    }
+}
+
 impl Traffic {
-    /// Starts the pods, connects the resolver socket that will stay glued to the dead DNS pod,
-    /// replaces that pod in the Service, then starts the client's loop.
-    pub fn start() -> anyhow::Result<Traffic> {
+    /// Starts the pods, connects the resolver socket that will stay glued to the dead DNS pod
+    /// (and, with the Services built, replaces that pod in its Service), then starts the client's
+    /// loop.
+    pub fn start(services: &Services) -> anyhow::Result<Traffic> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let web = in_namespace(Bed::pods_path(), "demo-web", {
@@ -41,12 +75,14 @@ impl Traffic {
             let stop = Arc::clone(&stop);
             move || dns_server(&stop)
         })?);
-        // The glued socket: connected (and its conntrack entry made) while the Service pointed at
-        // the DNS pod that is about to die.
+        let destinations = Destinations::for_services(services);
+        // The glued socket: connected (and, through the Service, its conntrack entry made) while
+        // the DNS pod it reaches is the one that is about to die.
         let (glued_tx, glued_rx) = std::sync::mpsc::channel();
+        let dead_server = destinations.glued;
         let first = in_namespace(Bed::client_path(), "demo-resolver", move || {
             let socket = UdpSocket::bind("0.0.0.0:0").and_then(|s| {
-                s.connect(SocketAddrV4::new(DNS_SERVICE, 53))?;
+                s.connect(dead_server)?;
                 s.send(&query(1, "web.demo.svc.cluster.local"))?;
                 Ok(s)
             });
@@ -56,10 +92,12 @@ impl Traffic {
         let glued = glued_rx
             .recv()
             .map_err(|_| anyhow::anyhow!("the demo's resolver thread ended early"))??;
-        bed::replace_dns_pod()?;
+        if *services == Services::Built {
+            bed::replace_dns_pod()?;
+        }
         threads.push(in_namespace(Bed::client_path(), "demo-client", {
             let stop = Arc::clone(&stop);
-            move || client(&stop, &glued)
+            move || client(&stop, &destinations, &glued)
         })?);
         Ok(Traffic { stop, threads })
     }
@@ -132,31 +170,28 @@ fn dns_server(stop: &AtomicBool) {
     }
 }
 
-/// Every round: a connect to the web Service (half reach the dead pod), one to the pod that does
-/// not listen, one to the Service without endpoints, a lookup on a new socket (answered), and one
-/// on the glued socket (lost).
-fn client(stop: &AtomicBool, glued: &UdpSocket) {
+/// Every round: a connect to each destination (through the Services: the web Service, where half
+/// reach the dead pod, the pod that does not listen, the Service without endpoints), a lookup on a
+/// new socket (answered), and one on the glued socket (lost).
+fn client(stop: &AtomicBool, to: &Destinations, glued: &UdpSocket) {
     // Nothing ever comes back on it; it is only written to.
     let _ = glued.set_nonblocking(true);
     let mut id: u16 = 2;
     while !stop.load(Ordering::Relaxed) {
         let started = std::time::Instant::now();
-        for (ip, port) in [WEB_SERVICE, NOT_LISTENING, NO_ENDPOINTS] {
-            let _ = TcpStream::connect_timeout(
-                &SocketAddr::V4(SocketAddrV4::new(ip, port)),
-                CONNECT_TIMEOUT,
-            );
+        for dst in to.connects {
+            let _ = TcpStream::connect_timeout(&SocketAddr::V4(dst), CONNECT_TIMEOUT);
         }
         id = id.wrapping_add(1);
-        let _ = lookup_on_new_socket(id);
+        let _ = lookup_on_new_socket(to.lookups, id);
         let _ = glued.send(&query(id, "web.demo.svc.cluster.local"));
         std::thread::sleep(ROUND.saturating_sub(started.elapsed()));
     }
 }
 
-fn lookup_on_new_socket(id: u16) -> io::Result<()> {
+fn lookup_on_new_socket(server: SocketAddrV4, id: u16) -> io::Result<()> {
     let socket = UdpSocket::bind("0.0.0.0:0")?;
-    socket.connect(SocketAddrV4::new(DNS_SERVICE, 53))?;
+    socket.connect(server)?;
     socket.set_read_timeout(Some(Duration::from_millis(500)))?;
     socket.send(&query(id, "web.demo.svc.cluster.local"))?;
     socket.recv(&mut [0u8; 512]).map(drop)

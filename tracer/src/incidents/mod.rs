@@ -11,6 +11,7 @@
 //! forward on every tick (`Model::tick`).
 pub mod dns;
 pub mod row;
+pub mod spread;
 pub mod tally;
 
 use std::{
@@ -36,6 +37,11 @@ use crate::{
 pub const LIVE_FLOW_TTL: Duration = Duration::from_mins(5);
 /// Records kept per flow timeline: a flow sends one record per SYN retransmit and one at its end.
 const TIMELINE_MAX: usize = 16;
+/// Records between two passes that forget what aged out (`forget_old`): often enough that a
+/// recording of a day is read in bounded memory, rarely enough to cost nothing per record.
+const FORGET_EVERY: u64 = 4096;
+/// Server sockets whose lost replies are listed, the worst ones; the others are counted.
+pub const REPLIES_LOST_LISTED: usize = 1000;
 
 /// An attempt not ended yet.
 #[derive(Debug, Clone)]
@@ -67,12 +73,26 @@ pub struct Model {
     kernel: Option<crate::record::KernelInfo>,
     /// The latest conntrack view of each Service (`service` records).
     conntrack_services: BTreeMap<SocketAddr, ServiceRecord>,
-    /// Conntrack entries seen stuck in `SYN_SENT [UNREPLIED]` (`stale_nat`), by their tuple.
+    /// Conntrack entries seen stuck in `SYN_SENT [UNREPLIED]` (`stale_nat`), by their tuple, until
+    /// `LIVE_FLOW_TTL` after their report (conntrack has dropped them by then).
     stale_nat: BTreeMap<(SocketAddr, SocketAddr), StaleNatRecord>,
-    /// Server sockets whose replies were lost (`reply_lost`), the latest record of each, by flow.
+    /// Server sockets whose replies were lost (`reply_lost`), the latest record of each, by flow:
+    /// the worst `REPLIES_LOST_LISTED`.
     replies_lost: BTreeMap<String, ReplyLostRecord>,
+    /// Server sockets left out of `replies_lost` to keep it to its size.
+    replies_lost_unlisted: u64,
     /// The node's Service rules that no EndpointSlice backs (`stale_datapath`), until reported gone.
     stale_datapath: BTreeMap<DatapathKey, StaleDatapathRecord>,
+}
+
+/// Worst first: not recovered, then the most retransmits.
+fn reply_lost_rank(r: &ReplyLostRecord) -> impl Ord + use<> {
+    (
+        r.outcome == ReplyOutcome::Recovered,
+        std::cmp::Reverse(r.retransmits),
+        r.local,
+        r.peer,
+    )
 }
 
 /// One datapath entry: where it lives, what it translates.
@@ -96,6 +116,7 @@ impl Model {
             conntrack_services: BTreeMap::new(),
             stale_nat: BTreeMap::new(),
             replies_lost: BTreeMap::new(),
+            replies_lost_unlisted: 0,
             stale_datapath: BTreeMap::new(),
         }
     }
@@ -128,11 +149,15 @@ impl Model {
                 self.conntrack_services.insert(s.service, s);
             }
             Record::StaleNat(n) => {
+                self.advance(n.time.0);
                 self.stale_nat.insert((n.original.src, n.original.dst), n);
             }
             Record::ReplyLost(r) => {
                 self.advance(r.time.0);
                 self.replies_lost.insert(r.flow.clone(), r);
+                if self.replies_lost.len() > REPLIES_LOST_LISTED {
+                    self.unlist_mildest_reply_lost();
+                }
             }
             Record::StaleDatapath(d) => {
                 self.advance(d.time.0);
@@ -149,6 +174,27 @@ impl Model {
                 }
             }
         }
+        if self.records.is_multiple_of(FORGET_EVERY) {
+            self.forget_old();
+        }
+    }
+
+    /// Leaves out the reply loss that ranks last (recovered, fewest retransmits).
+    fn unlist_mildest_reply_lost(&mut self) {
+        let mildest = self
+            .replies_lost
+            .iter()
+            .max_by_key(|(_, r)| reply_lost_rank(r))
+            .map(|(flow, _)| flow.clone());
+        if let Some(flow) = mildest {
+            self.replies_lost.remove(&flow);
+            self.replies_lost_unlisted += 1;
+        }
+    }
+
+    /// Server sockets whose lost replies are not listed (only the worst `REPLIES_LOST_LISTED` are).
+    pub fn replies_lost_unlisted(&self) -> u64 {
+        self.replies_lost_unlisted
     }
 
     pub fn dns(&self) -> &DnsModel {
@@ -172,14 +218,7 @@ impl Model {
     /// Server sockets whose replies were lost, those not recovered first, then the most retransmits.
     pub fn replies_lost(&self) -> Vec<&ReplyLostRecord> {
         let mut lost: Vec<_> = self.replies_lost.values().collect();
-        lost.sort_by_key(|r| {
-            (
-                r.outcome == ReplyOutcome::Recovered,
-                std::cmp::Reverse(r.retransmits),
-                r.local,
-                r.peer,
-            )
-        });
+        lost.sort_by_key(|r| reply_lost_rank(r));
         lost
     }
 
@@ -251,14 +290,26 @@ impl Model {
                 row.live += 1;
             }
         }
-        row.syns = c.syns;
+        if c.is_final && new_in_row {
+            row.spread.add(c.syns, c.syn_sent_ms, &c.explanation);
+        }
+        // What is typical of the row's ended flows, not what its latest flow happened to be.
+        let (syns, sentence) = match row.spread.typical_syns() {
+            Some((syns, _)) => (
+                syns,
+                row.spread.typical_sentence().unwrap_or(&c.explanation),
+            ),
+            None => (c.syns, c.explanation.as_str()),
+        };
+        row.syns = syns;
+        row.explanation.clear();
+        row.explanation.push_str(sentence);
         #[expect(clippy::cast_precision_loss, reason = "milliseconds, shown rounded")]
         let ms = c.syn_sent_ms as f64;
         row.syn_sent_ms = ms;
         row.last_seen = row.last_seen.max(t);
         row.first_seen = row.first_seen.min(t);
         row.changed_at = t;
-        row.explanation.clone_from(&c.explanation);
         row.timeline.clone_from(&records);
         if !c.is_final {
             self.live.insert(
@@ -315,9 +366,17 @@ impl Model {
         self.stats = Some(s);
     }
 
-    /// Moves the clock (live: wall time) and forgets live flows whose end never came.
+    /// Moves the clock (live: wall time) and forgets what aged out.
     pub fn tick(&mut self, now: SystemTime) {
         self.advance(now);
+        self.forget_old();
+    }
+
+    /// Forgets, by the model's clock, live flows whose end never came and NAT entries reported
+    /// stuck longer ago than conntrack keeps one (`LIVE_FLOW_TTL` for both). Live, the app's ticks
+    /// do it; reading a recording, every `FORGET_EVERY` records do, so a day of records is read in
+    /// bounded memory.
+    fn forget_old(&mut self) {
         let horizon = self
             .now
             .checked_sub(LIVE_FLOW_TTL)
@@ -330,6 +389,7 @@ impl Model {
             }
             keep
         });
+        self.stale_nat.retain(|_, n| n.time.0 >= horizon);
     }
 
     pub fn now(&self) -> SystemTime {
@@ -387,19 +447,24 @@ impl Model {
     }
 
     /// Per Service, per backend: flows by verdict and the failing share, worst Service first.
+    /// Flows whose backend is not known (healthy connects are counted per socket destination, and
+    /// a kube-proxy Service's is its own address) count in the Service's total under no backend.
     pub fn services(&self) -> Vec<ServiceSummary> {
-        let mut by_service: HashMap<SocketAddr, HashMap<SocketAddr, Tally>> = HashMap::new();
+        let mut by_service: HashMap<SocketAddr, (Tally, HashMap<SocketAddr, Tally>)> =
+            HashMap::new();
         for row in self.rows.values() {
-            let tally = by_service
-                .entry(self.service_of(&row.key))
-                .or_default()
-                .entry(row.key.backend)
-                .or_default();
+            let service = self.service_of(&row.key);
+            let (unattributed, backends) = by_service.entry(service).or_default();
+            let tally = if row.key.backend == service {
+                unattributed
+            } else {
+                backends.entry(row.key.backend).or_default()
+            };
             tally.add(row.key.verdict, row.shown_count());
         }
         let mut services: Vec<ServiceSummary> = by_service
             .into_iter()
-            .map(|(service, backends)| {
+            .map(|(service, (unattributed, backends))| {
                 let mut backends: Vec<(SocketAddr, Tally)> = backends.into_iter().collect();
                 backends.sort_by(|a, b| {
                     b.1.failing_share()
@@ -408,7 +473,7 @@ impl Model {
                 });
                 let total = backends
                     .iter()
-                    .fold(Tally::default(), |acc, (_, t)| acc.plus(t));
+                    .fold(unattributed, |acc, (_, t)| acc.plus(t));
                 ServiceSummary {
                     service,
                     total,
@@ -424,5 +489,110 @@ impl Model {
                 .then_with(|| a.service.cmp(&b.service))
         });
         services
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Line;
+
+    fn record(line: &str) -> Record {
+        serde_json::from_str::<Line>(line).expect("a record").record
+    }
+
+    /// `2026-11-30T16:40:00Z` plus `secs`.
+    fn time(secs: u64) -> String {
+        format!(
+            "2026-11-30T{:02}:{:02}:{:02}.000Z",
+            16 + secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    }
+
+    fn at(secs: u64) -> crate::clock::Timestamp {
+        time(secs).parse().expect("a time")
+    }
+
+    /// Flow `i`, live, at `i / 10` seconds: one template record, changed (parsing 72,000 lines
+    /// would be most of the test's time).
+    fn live_flow(template: &Record, i: u64) -> Record {
+        let mut r = template.clone();
+        if let Record::Connect(c) = &mut r {
+            c.flow = format!("f{i}");
+            c.time = at(i / 10);
+        }
+        r
+    }
+
+    /// Issue 27, item 3: a recording is read into the model, not held; what the model keeps must
+    /// not grow with the file either. Ten flows a second that never end, for two hours of records.
+    #[test]
+    fn flows_that_never_end_are_forgotten_by_the_records_clock() {
+        let template = record(
+            r#"{"schema":1,"kind":"connect","time":"2026-11-30T16:00:00.000Z","verdict":"unanswered","final":false,"src":"10.0.0.1:40000","dst":"10.0.0.2:80","syns":2,"syn_sent_ms":1000,"pid":1,"tid":1,"comm":"c","cgroup_id":1,"netns":"n","netns_inode":1,"flow":"f","explanation":"e"}"#,
+        );
+        let mut m = Model::new(None);
+        for i in 0..72_000 {
+            m.apply(live_flow(&template, i));
+        }
+        let ttl_flows = LIVE_FLOW_TTL.as_secs() * 10;
+        assert!(
+            m.live_flows() as u64 <= ttl_flows + FORGET_EVERY,
+            "{} live flows kept",
+            m.live_flows()
+        );
+        let row = m.rows().next().expect("the row");
+        assert_eq!(
+            row.live,
+            m.live_flows() as u64,
+            "the row counts what is kept"
+        );
+        assert_eq!(row.count, 72_000, "every flow counted");
+    }
+
+    #[test]
+    fn stale_nat_entries_are_forgotten_after_conntrack_has_dropped_them() {
+        let Record::StaleNat(template) = record(
+            r#"{"schema":1,"kind":"stale_nat","time":"2026-11-30T16:00:00.000Z","original":{"src":"10.0.0.1:1","dst":"10.96.0.10:80"},"reply":{"src":"10.0.1.5:8080","dst":"10.0.0.1:1"},"state":"SYN_SENT","age_s":30,"explanation":"x"}"#,
+        ) else {
+            panic!("a stale_nat record")
+        };
+        let mut m = Model::new(None);
+        for i in 0..20_000u16 {
+            let mut n = template.clone();
+            n.time = at(u64::from(i / 10));
+            n.original.src.set_port(i);
+            m.apply(Record::StaleNat(n));
+        }
+        assert!(
+            m.stale_nat().len() <= 3_000 + 4096,
+            "{}",
+            m.stale_nat().len()
+        );
+        assert!(m.stale_nat().len() >= 3_000, "the last 5 minutes are kept");
+    }
+
+    #[test]
+    fn the_worst_replies_lost_are_listed_and_the_others_counted() {
+        let mut m = Model::new(None);
+        for i in 0..3_000u64 {
+            m.apply(record(&format!(
+                r#"{{"schema":1,"kind":"reply_lost","time":"{}","outcome":"{}","final":true,"local":"10.244.2.7:8080","peer":"10.0.1.5:{}","netns":"n","netns_inode":1,"flow":"r{i}","retransmits":{},"unacked_bytes":100,"lost_for_ms":1000,"explanation":"x"}}"#,
+                time(i),
+                if i % 2 == 0 { "recovered" } else { "timed_out" },
+                30_000 + i,
+                i % 15
+            )));
+        }
+        assert_eq!(m.replies_lost().len(), REPLIES_LOST_LISTED);
+        assert_eq!(m.replies_lost_unlisted(), 2_000);
+        assert!(
+            m.replies_lost()
+                .iter()
+                .all(|r| r.outcome != ReplyOutcome::Recovered),
+            "the 1,500 not recovered rank first"
+        );
     }
 }

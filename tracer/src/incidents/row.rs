@@ -7,6 +7,7 @@ use std::{
 
 use serde::Serialize;
 
+use super::spread::Spread;
 use crate::{
     clock::Timestamp,
     record::{ConnectRecord, HealthyRecord},
@@ -99,15 +100,19 @@ pub struct Row {
     pub count: u64,
     /// Flows in this row still open (only `unanswered` rows have any).
     pub live: u64,
-    /// SYNs of the latest flow.
+    /// SYNs of the typical ended flow (the most common count), or of the latest flow while none
+    /// has ended.
     pub syns: u16,
     /// Time in `SYN_SENT` of the latest flow, or the mean for healthy connects.
     pub syn_sent_ms: f64,
+    /// SYNs and times of the ended flows: what is typical of them, and their range.
+    pub spread: Spread,
     #[serde(serialize_with = "serialize_time")]
     pub first_seen: SystemTime,
     #[serde(serialize_with = "serialize_time")]
     pub last_seen: SystemTime,
-    /// The sentence for the latest flow.
+    /// The sentence of the latest ended flow with the typical SYN count, or of the latest flow
+    /// while none has ended.
     pub explanation: String,
     /// The records of the latest flow, live updates then its end.
     pub timeline: Vec<ConnectRecord>,
@@ -140,6 +145,7 @@ impl Row {
             live: 0,
             syns: 0,
             syn_sent_ms: 0.0,
+            spread: Spread::default(),
             first_seen: t,
             last_seen: t,
             explanation: String::new(),

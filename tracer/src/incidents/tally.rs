@@ -63,6 +63,8 @@ impl Tally {
 #[derive(Debug, Clone)]
 pub struct ServiceSummary {
     pub service: SocketAddr,
+    /// Every flow to the Service, those with no known backend included.
     pub total: Tally,
+    /// The backends flows were seen to reach (never the Service's own address).
     pub backends: Vec<(SocketAddr, Tally)>,
 }

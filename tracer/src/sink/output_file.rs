@@ -1,6 +1,7 @@
 //! `--output FILE`: checked at start, created (truncating an older recording) only when the first
 //! record is written. A typo in another option, a missing privilege or kernel feature found later
 //! in start-up stops the tracer before anything was written, so yesterday's recording survives.
+//! A write that fails (a full disk) names the file.
 use std::{
     fs::File,
     io::{self, Write},
@@ -53,16 +54,26 @@ impl OutputFile {
     }
 }
 
+impl OutputFile {
+    fn named(&self, e: &io::Error) -> io::Error {
+        io::Error::new(
+            e.kind(),
+            format!("writing output file {}: {e}", self.path.display()),
+        )
+    }
+}
+
 impl Write for OutputFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file()?.write(buf)
+        self.file()?.write(buf).map_err(|e| self.named(&e))
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match &mut self.file {
+        let flushed = match &mut self.file {
             Some(file) => file.flush(),
             None => Ok(()),
-        }
+        };
+        flushed.map_err(|e| self.named(&e))
     }
 }
 
@@ -88,6 +99,21 @@ mod tests {
         out.flush().expect("flush");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "today\n");
         std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// Issue 27, item 4: a full disk stopped the tracer with `No space left on device (os error
+    /// 28)`, naming no file. `/dev/full` fails every write that way.
+    #[test]
+    fn a_failed_write_names_the_file() {
+        let mut out = OutputFile::check(Path::new("/dev/full")).expect("a valid path");
+        let err = out
+            .write_all(b"a record\n")
+            .expect_err("the device is full");
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(
+            err.to_string(),
+            "writing output file /dev/full: No space left on device (os error 28)"
+        );
     }
 
     #[test]

@@ -195,10 +195,14 @@ impl<W: Write> TextSink<W> {
         if let Some(d) = &s.datapath {
             unnamed = format!("{unnamed} stale_datapath={}", d.stale_entries);
         }
+        let causes = match s.dropped.in_words() {
+            words if words.is_empty() => String::new(),
+            words => format!(" ({words})"),
+        };
         writeln!(
             self.out,
-            "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost} {:?}{unnamed}",
-            "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows, s.dropped
+            "{:<20} attempts={} established_first_syn={} events={} open={} dropped={lost}{causes}{unnamed}",
+            "[STATS]", s.attempts, s.established_first_syn, s.events, s.open_flows
         )
     }
 }

@@ -153,15 +153,25 @@ async fn cluster_only(args: &TuiArgs, prometheus: Option<Prometheus>) -> anyhow:
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
-    // Read and check the whole file before touching the terminal.
-    let timed = replay::read(&args.file)?;
+    // Every line is checked before the terminal is touched; the records are read again as they
+    // are fed, so the file is never held in memory.
+    let checked = replay::check(&args.file)?;
+    for warning in checked.skipped.warnings(&args.file) {
+        eprintln!("tracer: warning: {warning}");
+    }
+    let reader = replay::Reader::open_first(&args.file, checked.bytes)?;
     let (tx, mut records) = mpsc::channel::<Record>(CHANNEL_CAPACITY);
     let mut state = State::new(format!("replay {}", file_name(&args.file)), None);
+    let notes = checked.skipped.notes();
+    if !notes.is_empty() {
+        state.status = Some(notes.join("; "));
+    }
+    state.skipped = checked.skipped;
     let mut session = Session::start(false).context("cannot start the terminal UI")?;
     let mut events = terminal::spawn_input();
     let dropped = AtomicU64::new(0);
     let options = options(Clock::Records);
-    let feeder = tokio::spawn(replay::feed(timed, args.speed, tx));
+    let feeder = tokio::spawn(replay::feed(reader, args.speed, tx));
     let result = app::run(
         &mut session.terminal,
         &mut state,
@@ -173,16 +183,28 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     .await;
     feeder.abort();
     session.finish();
-    Ok(result?)
+    result?;
+    // The file changed under the second read (rewritten, truncated): said after the screen closes.
+    match feeder.await {
+        Ok(Err(e)) => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
+/// `tracer summary`: the file read one record at a time into the model, then the table.
 pub fn summary(args: &SummaryArgs) -> anyhow::Result<String> {
-    let timed = replay::read(&args.file)?;
+    let mut reader = replay::Reader::open(&args.file)?;
     let mut state = State::new(file_name(&args.file), None);
-    for t in timed {
-        state.apply(t.record);
+    while let Some(timed) = reader.next_record()? {
+        state.apply(timed.record);
     }
-    Ok(summary::render(&state))
+    for warning in reader.skipped().warnings(&args.file) {
+        eprintln!("tracer: warning: {warning}");
+    }
+    Ok(summary::render_with_notes(
+        &state,
+        &reader.skipped().notes(),
+    ))
 }
 
 fn file_name(path: &Path) -> String {

@@ -10,6 +10,7 @@ use crate::{
         row::{Mark, Row, RowKey},
     },
     record::Record,
+    replay::Skipped,
     verdict::VerdictKind,
 };
 
@@ -172,6 +173,9 @@ pub struct State {
     pub source_ended: bool,
     /// Records come from a file, not from this node now.
     pub replay: bool,
+    /// Records of the file that were not handed on (unknown kinds, a cut last line): said in the
+    /// header for as long as the screen is up, not only in a status a key clears.
+    pub skipped: Skipped,
     /// Rows per page, learned from the last draw, for PageUp/PageDown.
     pub page: usize,
     /// This node is traced (not with `--cluster-only`): the Flows, Services and DNS views.
@@ -200,6 +204,7 @@ impl State {
             channel_dropped: 0,
             source_ended: false,
             replay: started.is_none(),
+            skipped: Skipped::default(),
             page: 10,
             local: true,
             cluster: None,

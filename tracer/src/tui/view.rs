@@ -2,7 +2,8 @@
 //! columns and a longer detail pane, never a different screen.
 //!
 //! ```text
-//!  header: origin, uptime, events/s, dropped (always there, red when non-zero), live/paused
+//!  header: origin, uptime, events/s, dropped (always there, red when non-zero), records of a
+//!          replayed file skipped (when any), live/paused
 //!  verdict counts
 //!  cluster: the Prometheus behind the Cluster view: fresh, slow or unreachable (`--prometheus`)
 //!  tabs: Flows | Services | DNS | Cluster  filter, verdict filter, sort
@@ -213,6 +214,7 @@ impl Widget for Header<'_> {
             )),
             Span::styled(dropped_text, dropped_style),
             hooks_span(model),
+            skipped_span(state),
             degraded_span(model),
             names_span(model),
             Span::raw(format!("  {}", state.origin)),
@@ -255,6 +257,19 @@ fn hooks_span(model: &Model) -> Span<'static> {
         tier(&hooks.tcp),
         tier(&hooks.dns)
     ))
+}
+
+/// `  skipped 3 (unknown kind 2, cut last line 1)`: records of the replayed file the model never
+/// saw; nothing when none were skipped.
+fn skipped_span(state: &State) -> Span<'static> {
+    let skipped = &state.skipped;
+    if skipped.is_empty() {
+        return Span::raw("");
+    }
+    Span::styled(
+        format!("  skipped {} ({})", skipped.records(), skipped.in_short()),
+        Style::new().fg(Color::Black).bg(Color::Yellow),
+    )
 }
 
 /// `  DEGRADED dns_refused`: capabilities this kernel does not give in full (the reasons are in the
@@ -524,6 +539,9 @@ impl Widget for Detail<'_> {
             }
             lines.splice(3..3, named);
         }
+        if let Some(typical) = typical_line(row) {
+            lines.insert(3, typical);
+        }
         if row.timeline.is_empty() {
             lines.push(Line::raw(
                 "Healthy connects are counted per destination in the kernel, not followed one by one.",
@@ -540,6 +558,15 @@ impl Widget for Detail<'_> {
             .wrap(Wrap { trim: false })
             .render(area, buf);
     }
+}
+
+/// `Typical: 2 SYNs in 9508 of 9560 flows (...)`, when the row's flows differ.
+fn typical_line(row: &Row) -> Option<Line<'static>> {
+    let typical = row.spread.typical_if_varied()?;
+    Some(Line::from(vec![
+        Span::styled("Typical: ", Style::new().bold()),
+        Span::raw(format!("{}.", typical.text())),
+    ]))
 }
 
 /// One record as `conntrack -E` would print it, time first.
@@ -589,13 +616,10 @@ impl Widget for ServicesView<'_> {
         let mut rows = Vec::new();
         for s in &services {
             rows.push(tally_row(s.service.to_string(), &s.total).style(Style::new().bold()));
-            let single = s.backends.len() == 1 && s.backends[0].0 == s.service;
-            if !single {
-                let last = s.backends.len().saturating_sub(1);
-                for (i, (backend, tally)) in s.backends.iter().enumerate() {
-                    let branch = if i == last { "└" } else { "├" };
-                    rows.push(tally_row(format!(" {branch} {backend}"), tally));
-                }
+            let last = s.backends.len().saturating_sub(1);
+            for (i, (backend, tally)) in s.backends.iter().enumerate() {
+                let branch = if i == last { "└" } else { "├" };
+                rows.push(tally_row(format!(" {branch} {backend}"), tally));
             }
         }
         let widths = [
@@ -672,6 +696,13 @@ fn conntrack_lines(model: &Model) -> Vec<Line<'static>> {
                 .bold()
                 .underlined(),
         );
+        if model.replies_lost_unlisted() > 0 {
+            lines.push(Line::raw(format!(
+                " (the worst {}; {} more left out)",
+                replies.len(),
+                model.replies_lost_unlisted()
+            )));
+        }
         for r in replies {
             let via = r
                 .client

@@ -6,6 +6,8 @@
 //! - `peers`: the tracer, `conntrack -E` and a bpftrace printer as child processes.
 //! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
 //! - `report`: the tracer's JSON output, medians, the final table.
+//! - `recordings`: peak RSS of `tracer summary` and `tracer replay` of a recording larger than the
+//!   memory they may use (no root, no test bed: `--only recordings` runs it alone).
 //!
 //! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
 //! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts
@@ -20,6 +22,7 @@
 mod kstats;
 mod load;
 mod peers;
+mod recordings;
 mod report;
 mod testbed;
 mod tracefs;
@@ -78,7 +81,8 @@ pub struct BenchArgs {
     /// Synthetic records for the userspace pipeline measurement.
     #[arg(long, default_value_t = 2_000_000)]
     pub pipeline_events: u64,
-    /// Keep the peers' output files (in /tmp/bhb-bench-PID).
+    /// Keep the peers' output files (in /tmp/bhb-bench-PID) and the recordings `summary` and
+    /// `replay` read.
     #[arg(long)]
     pub keep: bool,
     /// Peers to run beside "none" in the connect rounds (all by default): tracer, hooks (the
@@ -96,6 +100,18 @@ pub struct BenchArgs {
     /// Only the connect rounds and the completeness round (skip pipeline, latency and flood).
     #[arg(long)]
     pub connect_only: bool,
+    /// Size of the large recording `summary` and `replay` read, MiB.
+    #[arg(long, default_value_t = recordings::LARGE_MIB)]
+    pub recording_mib: u64,
+    /// Only this part: `recordings` (`summary` and `replay` of a large recording; needs no root).
+    #[arg(long, value_enum)]
+    pub only: Option<Only>,
+}
+
+/// The parts of the benchmark that run alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    Recordings,
 }
 
 /// The kernel programs' time per connect of the storm, every program attached.
@@ -143,6 +159,9 @@ impl Drop for WorkDir {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.only == Some(Only::Recordings) {
+        return recordings_alone(args);
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("cargo xtask bench needs root (network namespaces, eBPF)");
@@ -176,18 +195,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let bed = testbed::Testbed::new(args.drop_percent)?;
     let mut table = Table::default();
 
-    eprintln!(
-        "bench: userspace pipeline, {} synthetic records on one core",
-        args.pipeline_events
-    );
-    pipeline(&tracer, args.pipeline_events, &mut table)?;
-    check_interrupted()?;
-    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
-    cluster_model(&tracer, &mut table)?;
-    check_interrupted()?;
-    eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
-    metrics_scrape(&tracer, &mut table)?;
-    check_interrupted()?;
+    userspace(&tracer, args, &mut table)?;
 
     let warm = load::connect_load(
         &bed.client.path(),
@@ -277,6 +285,37 @@ fn print_report(
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
     }
+}
+
+/// The figures of the tracer's userspace alone, each in processes of its own: the pipeline, the
+/// cluster model, a `--metrics` scrape, `summary` and `replay` of a large recording.
+fn userspace(tracer: &Path, args: &BenchArgs, table: &mut Table) -> anyhow::Result<()> {
+    eprintln!(
+        "bench: userspace pipeline, {} synthetic records on one core",
+        args.pipeline_events
+    );
+    pipeline(tracer, args.pipeline_events, table)?;
+    check_interrupted()?;
+    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
+    cluster_model(tracer, table)?;
+    check_interrupted()?;
+    eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
+    metrics_scrape(tracer, table)?;
+    check_interrupted()?;
+    eprintln!("bench: summary and replay of a large recording");
+    recordings::run(tracer, args.recording_mib.max(1), args.keep, table)?;
+    check_interrupted()
+}
+
+/// `--only recordings`: the release tracer's `summary` and `replay` of a large recording, no root.
+fn recordings_alone(args: &BenchArgs) -> anyhow::Result<()> {
+    run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
+    let tracer = workspace_root()?.join("target/release/tracer");
+    let mut table = Table::default();
+    recordings::run(&tracer, args.recording_mib.max(1), args.keep, &mut table)?;
+    println!();
+    print!("{}", table.render());
+    Ok(())
 }
 
 /// bpftrace reads tracefs, which a fresh machine has not mounted (the tracer does not need it):
