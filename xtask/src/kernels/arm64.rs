@@ -43,7 +43,11 @@ pub fn run_in_vm(
             in_guest,
             &in_guest.join("tracer"),
             &guest_binaries,
-            forced_tiers,
+            if forced_tiers {
+                vm::Plan::ALL
+            } else {
+                vm::Plan::DEFAULT
+            },
         )),
         &initrd,
     )?;

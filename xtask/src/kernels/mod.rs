@@ -296,8 +296,7 @@ pub fn run(
         let outcome = match (target, kernel) {
             (Target::Vm(_, arch), Some(Ok(kernel))) => {
                 let mut outcome = if *arch == Arch::host() {
-                    let body = vm::scenario_script(&root, tracer, binaries, forced);
-                    vm::run_in_vm(kernel, &body, &work)?
+                    vm::run_in_vm(kernel, &root, tracer, binaries, &work, forced)?
                 } else {
                     match sources.userland_of(*arch) {
                         Some(Ok(userland)) => {
@@ -316,7 +315,7 @@ pub fn run(
                 outcome
             }
             (Target::Vm(..), Some(Err(why))) => report::Outcome::untested(target.label(), why),
-            _ => vm::run_on_host(&root, tracer, binaries, &work, false)?,
+            _ => vm::run_on_host(&root, tracer, binaries, &work)?,
         };
         let (passed, ran) = outcome.tally();
         eprintln!(
