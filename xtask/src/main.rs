@@ -55,6 +55,14 @@ enum Command {
     /// The kernel matrix: the real-kernel scenarios on the host and in qemu VMs booting Debian's
     /// 5.10, 6.1 and 6.12 kernels, with kernel × scenario and kernel × capability tables (root).
     Kernels(kernels::KernelsArgs),
+    /// Boot a kernel of the matrix (`--kernel 6.12`) with the host's root shared read-only and run
+    /// a shell script in it; prints the console. For trying the tracer on another kernel by hand.
+    Vm {
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+        /// The script to run in the guest (after the mounts a node has).
+        script: std::path::PathBuf,
+    },
     /// Clippy on host crates and on the eBPF crate.
     Clippy,
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
@@ -83,6 +91,7 @@ fn main() -> anyhow::Result<()> {
         Command::Dist(args) => dist::run_dist(&args),
         Command::Image => image::run_image(),
         Command::Kernels(args) => test::kernels(&args),
+        Command::Vm { kernel, script } => kernels::boot_script(&kernel, &script),
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),

@@ -25,6 +25,7 @@ pub fn run_in_vm(
     tracer: &Path,
     binaries: &[(String, PathBuf)],
     work: &Path,
+    forced_tiers: bool,
 ) -> anyhow::Result<report::Outcome> {
     let guest = work.join(format!("root-{}", kernel.release));
     guest_root(userland, tracer, binaries, &guest)?;
@@ -38,7 +39,16 @@ pub fn run_in_vm(
         kernel,
         &userland.busybox(),
         GUEST_INIT,
-        &vm::stage2(in_guest, &in_guest.join("tracer"), &guest_binaries),
+        &vm::stage2(&vm::scenario_script(
+            in_guest,
+            &in_guest.join("tracer"),
+            &guest_binaries,
+            if forced_tiers {
+                vm::Plan::ALL
+            } else {
+                vm::Plan::DEFAULT
+            },
+        )),
         &initrd,
     )?;
     let mut qemu = Command::new("qemu-system-aarch64");
@@ -53,16 +63,17 @@ pub fn run_in_vm(
             "local,path={},mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
             guest.display()
         ));
-    let outcome = vm::boot(
+    let log = work.join(format!("{}.log", kernel.release));
+    let booted = vm::boot(
         qemu,
         "qemu-system-aarch64 (Debian package qemu-system-arm)",
-        kernel,
+        &kernel.vmlinuz,
         &initrd,
-        work,
+        &log,
         VM_TIMEOUT,
     );
     let _ = std::fs::remove_dir_all(&guest);
-    outcome
+    Ok(booted?.outcome(kernel, log))
 }
 
 /// The userland (hard links: the guest only reads it) plus the tracer and the test binaries under

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
+pub use debian::Kernel;
+
 use crate::{arch::Arch, dist, run::workspace_root};
 
 /// The series production nodes run.
@@ -36,11 +38,29 @@ const SERIES: &[debian::Series] = &[
     },
 ];
 
-/// One scenario: an integration test (binary, exact name) and what it shows.
+/// One scenario: an integration test (binary, exact name), what it shows, and the side whose
+/// hook tiers it exercises (run again with each other tier of that side the kernel offers).
 pub struct Scenario {
     pub binary: &'static str,
     pub test: &'static str,
     pub label: &'static str,
+    pub side: Option<Side>,
+}
+
+/// The two sides of hook tiers (`tracer --tcp-hooks`, `--dns-hooks`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Side {
+    Tcp,
+    Dns,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Tcp => "tcp",
+            Side::Dns => "dns",
+        }
+    }
 }
 
 /// The scenarios every kernel must pass with the same verdicts.
@@ -49,76 +69,97 @@ pub const SCENARIOS: &[Scenario] = &[
         binary: "tcp_verdicts",
         test: "refused_by_rst_when_nothing_listens",
         label: "refused by RST",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "refused_by_icmp_when_a_reject_rule_answers",
         label: "refused by ICMP (nft reject)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "unanswered_live_then_abandoned_when_the_client_gives_up",
         label: "unanswered, then abandoned",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "timed_out_when_the_kernel_gives_up",
         label: "timed out",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "unreachable_when_no_host_has_the_address",
         label: "unreachable (host)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "verdicts_name_the_dropping_backend_and_shares_are_near_half",
         label: "Service: live + dead backend",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "cilium_socket_lb_before_the_hook_names_the_service_from_its_maps",
         label: "Cilium socket LB: TCP named",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "cilium_socket_lb_names_an_ipv6_service_from_its_maps",
         label: "Cilium socket LB: IPv6 named",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "dns",
         test: "dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one",
         label: "DNS answered (healthy)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_server_that_drops_queries_gives_unanswered_with_name_and_type",
         label: "DNS unanswered",
+        side: Some(Side::Dns),
+    },
+    Scenario {
+        binary: "dns",
+        test: "dns_a_and_aaaa_sent_together_by_sendmmsg_are_both_followed",
+        label: "DNS A+AAAA in one sendmmsg",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_server_that_rejects_with_icmp_gives_refused",
         label: "DNS refused (ICMP)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket",
         label: "DNS stuck socket (nginx)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_maps",
         label: "Cilium socket LB: DNS named",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "reply_lost",
         test: "replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_client",
         label: "replies lost (return path cut)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "errors_and_lifecycle",
         test: "the_kernel_object_lists_every_capability_in_the_first_and_final_stats",
         label: "kernel capabilities reported",
+        side: None,
     },
 ];
 
@@ -130,6 +171,19 @@ pub struct KernelsArgs {
     /// The kernels' architecture: `amd64` (the host and x86-64 VMs) or `arm64` (emulated VMs).
     #[arg(long, value_enum, default_value_t = Arch::Amd64)]
     pub arch: Arch,
+    /// Where the hook tiers other than a kernel's default are forced and their side's scenarios
+    /// run again: on `every` VM kernel, or only on the `newest` amd64 one (what `cargo xtask
+    /// test` runs: it offers every tier).
+    #[arg(long, value_enum, default_value_t = TierScope::Every)]
+    pub forced_tiers: TierScope,
+}
+
+/// Which kernels run the forced hook tiers (`KernelsArgs::forced_tiers`).
+#[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum TierScope {
+    #[default]
+    Every,
+    Newest,
 }
 
 /// What to run the scenarios on.
@@ -154,6 +208,18 @@ impl Target {
         }
     }
 
+    /// Whether the other hook tiers are forced here too. The host runs the tiers its own kernel
+    /// chooses (this development kernel refuses fentry and has no kprobes).
+    fn forces_tiers(&self, scope: TierScope) -> bool {
+        match self {
+            Target::Host => false,
+            Target::Vm(series, arch) => {
+                scope == TierScope::Every
+                    || (*arch == Arch::host() && SERIES.last().is_some_and(|s| s.name == series.name))
+            }
+        }
+    }
+
     /// `6.12 arm64`, for a kernel that has no release to show.
     fn label(&self) -> String {
         match self {
@@ -171,7 +237,11 @@ pub fn newest(arch: Arch) -> Target {
 /// Builds what the scenarios need (the test binaries of each architecture; `tracers` holds the
 /// static tracer of each), runs them on every target, prints the tables, and fails if any scenario
 /// failed anywhere or a kernel could not be tested.
-pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()> {
+pub fn run(
+    targets: &[Target],
+    tracers: &[(Arch, PathBuf)],
+    scope: TierScope,
+) -> anyhow::Result<()> {
     let root = workspace_root()?;
     let work = root.join("target/kernel-matrix");
     let mut arches: Vec<Arch> = targets.iter().map(Target::arch).collect();
@@ -204,46 +274,95 @@ pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()
             .collect(),
         ..Sources::default()
     };
-    let mut outcomes = Vec::new();
+    // Everything downloaded first, one after the other; then the VMs run side by side.
+    let mut kernels = Vec::new();
     for target in targets {
+        kernels.push(match target {
+            Target::Host => None,
+            Target::Vm(series, arch) => {
+                let kernel = sources.kernel(series, *arch)?;
+                if kernel.is_ok() && *arch != Arch::host() {
+                    let _ = sources.userland(*arch)?;
+                }
+                Some(kernel)
+            }
+        });
+    }
+    let sources = &sources;
+    let run_one = |target: &Target, kernel: Option<&Result<Kernel, String>>| {
         let started = std::time::Instant::now();
         let (tracer, binaries) = binaries_for(target.arch())?;
-        let outcome = match target {
-            Target::Host => vm::run_on_host(&root, tracer, binaries, &work)?,
-            Target::Vm(series, arch) => match sources.kernel(series, *arch)? {
-                Err(why) => report::Outcome::untested(target.label(), &why),
-                Ok(kernel) => {
-                    let mut outcome = if *arch == Arch::host() {
-                        vm::run_in_vm(&kernel, &root, tracer, binaries, &work)?
-                    } else {
-                        match sources.userland(*arch)? {
-                            Ok(userland) => {
-                                arm64::run_in_vm(&kernel, userland, tracer, binaries, &work)?
-                            }
-                            Err(why) => report::Outcome::untested(kernel.release.clone(), why),
+        let forced = target.forces_tiers(scope);
+        let outcome = match (target, kernel) {
+            (Target::Vm(_, arch), Some(Ok(kernel))) => {
+                let mut outcome = if *arch == Arch::host() {
+                    vm::run_in_vm(kernel, &root, tracer, binaries, &work, forced)?
+                } else {
+                    match sources.userland_of(*arch) {
+                        Some(Ok(userland)) => {
+                            arm64::run_in_vm(kernel, userland, tracer, binaries, &work, forced)?
                         }
-                    };
-                    if let Some(note) = kernel.note {
-                        outcome.note = Some(match outcome.note {
-                            Some(other) => format!("{other}; {note}"),
-                            None => note,
-                        });
+                        Some(Err(why)) => report::Outcome::untested(kernel.release.clone(), why),
+                        None => report::Outcome::untested(kernel.release.clone(), "no userland"),
                     }
-                    outcome
+                };
+                if let Some(note) = &kernel.note {
+                    outcome.note = Some(match outcome.note {
+                        Some(other) => format!("{other}; {note}"),
+                        None => note.clone(),
+                    });
                 }
-            },
+                outcome
+            }
+            (Target::Vm(..), Some(Err(why))) => report::Outcome::untested(target.label(), why),
+            _ => vm::run_on_host(&root, tracer, binaries, &work)?,
         };
+        let (passed, ran) = outcome.tally();
         eprintln!(
-            "xtask: kernel {} ({}): {} of {} scenarios passed in {:.0} s; log {}",
+            "xtask: kernel {} ({}): {passed} of {ran} scenario runs passed in {:.0} s; log {}",
             target.label(),
             outcome.release,
-            outcome.passed(),
-            SCENARIOS.len(),
             started.elapsed().as_secs_f64(),
             outcome.log.display()
         );
-        outcomes.push(outcome);
+        anyhow::Ok(outcome)
+    };
+    let mut outcomes: Vec<Option<report::Outcome>> = targets.iter().map(|_| None).collect();
+    // The host first and alone: its scenarios time SYN retransmits on this machine's CPUs.
+    for (i, target) in targets.iter().enumerate() {
+        if matches!(target, Target::Host) {
+            outcomes[i] = Some(run_one(target, None)?);
+        }
     }
+    let queue = std::sync::Mutex::new(
+        targets
+            .iter()
+            .zip(&kernels)
+            .enumerate()
+            .filter(|(_, (t, _))| !matches!(t, Target::Host))
+            .collect::<Vec<_>>(),
+    );
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..vm_jobs() {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().ok().and_then(|mut q| q.pop());
+                    let Some((i, (target, kernel))) = next else {
+                        break;
+                    };
+                    let outcome = run_one(target, kernel.as_ref());
+                    if let Ok(mut done) = done.lock() {
+                        done.push((i, outcome));
+                    }
+                }
+            });
+        }
+    });
+    for (i, outcome) in done.into_inner().unwrap_or_default() {
+        outcomes[i] = Some(outcome?);
+    }
+    let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
     println!("{}", report::tables(&outcomes));
     let offline: Vec<Arch> = sources
         .online
@@ -254,6 +373,16 @@ pub fn run(targets: &[Target], tracers: &[(Arch, PathBuf)]) -> anyhow::Result<()
     verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
 }
 
+/// VMs run at once: their scenarios mostly wait (for SYN retransmits, DNS timeouts, a tracer to
+/// start), so three share two cores well. `KM_JOBS` overrides.
+fn vm_jobs() -> usize {
+    std::env::var("KM_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .filter(|j| *j > 0)
+        .unwrap_or(3)
+}
+
 /// Whether the matrix passed: every kernel tested, every scenario passed, and each kernel the
 /// newest of its series (which only the archive can say: with it unreachable, the cached kernels
 /// were tested but the run fails).
@@ -261,7 +390,7 @@ fn verdict(outcomes: &[report::Outcome], offline: &[Arch]) -> Result<(), String>
     let mut problems = Vec::new();
     let failed: Vec<String> = outcomes
         .iter()
-        .filter(|o| o.tested && o.passed() < SCENARIOS.len())
+        .filter(|o| o.tested && !o.all_passed())
         .map(|o| format!("{} ({})", o.release, o.log.display()))
         .collect();
     if !failed.is_empty() {
@@ -328,6 +457,14 @@ impl Sources {
         Ok(debian::kernel(series, arch, online).map_err(|why| format!("{why:#}")))
     }
 
+    /// The guest root of `arch` assembled by `userland`, if it was.
+    fn userland_of(&self, arch: Arch) -> Option<&Result<userland::Userland, String>> {
+        self.userlands
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, u)| u)
+    }
+
     /// The guest root of an architecture other than the host's.
     fn userland(&mut self, arch: Arch) -> anyhow::Result<&Result<userland::Userland, String>> {
         if !self.userlands.iter().any(|(a, _)| *a == arch) {
@@ -342,6 +479,46 @@ impl Sources {
             .map(|(_, u)| u)
             .context("the userland was just assembled")
     }
+}
+
+/// `cargo xtask vm`: boots series `name` (amd64) and runs `script` in it; the console goes to
+/// stdout.
+pub fn boot_script(name: &str, script: &Path) -> anyhow::Result<()> {
+    crate::setup::debian_packages(&["qemu-system-x86", "busybox-static", "xz-utils"])?;
+    let body = std::fs::read_to_string(script)
+        .with_context(|| format!("reading {}", script.display()))?;
+    let kernel = debian_kernel(name)?;
+    let work = workspace_root()?.join("target/kernel-matrix");
+    std::fs::create_dir_all(&work)?;
+    let log = work.join(format!("vm-{}.log", kernel.release));
+    boot(&kernel, &body, &work, &log, std::time::Duration::from_mins(20))?;
+    print!("{}", std::fs::read_to_string(&log)?);
+    Ok(())
+}
+
+/// Boots `kernel` (amd64) with the host's root shared read-only and runs `body` once a node's
+/// mounts are up; the console text, also kept in `log`.
+pub fn boot(
+    kernel: &Kernel,
+    body: &str,
+    work: &Path,
+    log: &Path,
+    timeout: std::time::Duration,
+) -> anyhow::Result<vm::Booted> {
+    vm::boot_x86(kernel, body, work, log, timeout)
+}
+
+/// The newest amd64 Debian kernel of series `name` (`6.12`, ...), downloaded once and then
+/// cached, for booting a VM of one's own (the archive unreachable: the newest cached one).
+pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
+    let series = SERIES.iter().find(|s| s.name == name).with_context(|| {
+        format!(
+            "unknown kernel series {name}: one of {}",
+            SERIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let online = debian::refresh(Arch::Amd64, &[series.suite])?;
+    debian::kernel(series, Arch::Amd64, online)
 }
 
 /// The tracer and the test binaries of `arch`, copied under `work`.
@@ -458,6 +635,7 @@ mod tests {
     fn passed(release: &str) -> Outcome {
         let mut o = Outcome::untested(release.into(), "");
         o.tested = true;
+        o.finished = true;
         o.note = None;
         o.passed = vec![true; SCENARIOS.len()];
         o.log = PathBuf::from(format!("{release}.log"));
