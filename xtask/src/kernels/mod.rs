@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
+pub use debian::Kernel;
+pub use vm::boot;
+
 use crate::{run::workspace_root, shell::cargo};
 
 /// The series production nodes run.
@@ -196,6 +199,19 @@ pub fn run(args: &KernelsArgs, tracer: &Path) -> anyhow::Result<()> {
         bail!("kernel matrix: scenarios failed on {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// The newest Debian kernel of series `name` (`6.12`, ...), downloaded once and then cached, for
+/// booting a VM of one's own (the archive unreachable: the newest cached one).
+pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
+    let series = SERIES.iter().find(|s| s.name == name).with_context(|| {
+        format!(
+            "unknown kernel series {name}: one of {}",
+            SERIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let online = debian::refresh(&[series.suite])?;
+    debian::kernel(series, online)
 }
 
 fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {

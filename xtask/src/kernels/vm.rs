@@ -76,10 +76,10 @@ pub fn run_on_host(
     Ok(outcome)
 }
 
-/// Stage 2 of the guest: mounts a node has, then the scenarios, then power off. The root is the
-/// host's under a writable overlay, so nothing is mounted over a folder that may hold the work tree
-/// (a CI clone under /tmp); `/run` starts empty, as on a booted node.
-fn stage2(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
+/// Stage 2 of the guest: mounts a node has, then `body`, then power off. The root is the host's
+/// under a writable overlay, so nothing is mounted over a folder that may hold the work tree (a CI
+/// clone under /tmp); `/run` starts empty, as on a booted node.
+fn stage2(body: &str) -> String {
     let mounts = "\
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -92,10 +92,7 @@ mount --make-rshared /
 ip link set lo up
 hostname kernel-matrix
 ";
-    format!(
-        "#!/bin/sh\n{mounts}{}\nsync\n/.km/busybox poweroff -f\n",
-        scenario_script(root, tracer, binaries)
-    )
+    format!("#!/bin/sh\n{mounts}{body}\nsync\n/.km/busybox poweroff -f\n")
 }
 
 /// qemu's acceleration: KVM where the host's `/dev/kvm` runs stock kernels (Intel or AMD
@@ -118,9 +115,45 @@ pub fn run_in_vm(
     binaries: &[(String, PathBuf)],
     work: &Path,
 ) -> anyhow::Result<report::Outcome> {
-    let initrd = work.join(format!("initramfs-{}.cpio", kernel.release));
-    initramfs::build(kernel, GUEST_INIT, &stage2(root, tracer, binaries), &initrd)?;
     let log = work.join(format!("{}.log", kernel.release));
+    let booted = boot(
+        kernel,
+        &scenario_script(root, tracer, binaries),
+        work,
+        &log,
+        VM_TIMEOUT,
+    )?;
+    let mut outcome = report::parse(&booted.text, log);
+    if outcome.release.is_empty() {
+        outcome.release.clone_from(&kernel.release);
+    }
+    if booted.timed_out {
+        outcome.note = Some(format!(
+            "the VM did not power off within {} s",
+            VM_TIMEOUT.as_secs()
+        ));
+    }
+    Ok(outcome)
+}
+
+/// What a VM wrote on its console, and whether it was stopped for taking too long.
+pub struct Booted {
+    pub text: String,
+    pub timed_out: bool,
+}
+
+/// Boots `kernel` with the host's root shared read-only, runs the shell script `body` in it once
+/// a node's mounts are up, and returns its console (also in `log`) when the VM has powered off,
+/// or is stopped after `timeout`.
+pub fn boot(
+    kernel: &Kernel,
+    body: &str,
+    work: &Path,
+    log: &Path,
+    timeout: Duration,
+) -> anyhow::Result<Booted> {
+    let initrd = work.join(format!("initramfs-{}.cpio", kernel.release));
+    initramfs::build(kernel, GUEST_INIT, &stage2(body), &initrd)?;
     let mut qemu = Command::new("qemu-system-x86_64")
         .args(accel_args())
         .args([
@@ -145,11 +178,11 @@ pub fn run_in_vm(
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         ])
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log)?)
+        .stdout(std::fs::File::create(log)?)
         .stderr(Stdio::inherit())
         .spawn()
         .context("starting qemu-system-x86_64 (Debian package qemu-system-x86)")?;
-    let deadline = Instant::now() + VM_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     while qemu.try_wait()?.is_none() {
         if Instant::now() > deadline {
@@ -161,16 +194,6 @@ pub fn run_in_vm(
         std::thread::sleep(Duration::from_millis(200));
     }
     let _ = std::fs::remove_file(&initrd);
-    let text = String::from_utf8_lossy(&std::fs::read(&log)?).replace('\r', "");
-    let mut outcome = report::parse(&text, log);
-    if outcome.release.is_empty() {
-        outcome.release.clone_from(&kernel.release);
-    }
-    if timed_out {
-        outcome.note = Some(format!(
-            "the VM did not power off within {} s",
-            VM_TIMEOUT.as_secs()
-        ));
-    }
-    Ok(outcome)
+    let text = String::from_utf8_lossy(&std::fs::read(log)?).replace('\r', "");
+    Ok(Booted { text, timed_out })
 }
