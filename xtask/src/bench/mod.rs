@@ -1,15 +1,30 @@
 //! `cargo xtask bench`: what the tracer costs, measured side by side in one run on its own test bed.
 //!
+//! Beds and loads:
 //! - `testbed`: client, node (nftables DNAT of a Service VIP) and backend namespaces, one backend
-//!   dropping SYNs.
-//! - `load`: connect load generator, SYN flood workers, timed black-holed connects.
+//!   dropping SYNs; and a pair of namespaces for bulk traffic.
+//! - `load`: connect load generator (the storm), SYN flood workers, timed black-holed connects.
+//! - `loopback`: a pinned single-thread loopback connect/accept/close loop.
+//! - `traffic`: a bulk TCP transfer and a small-datagram UDP flood between the pair.
+//!
+//! What runs beside them and how it is read:
 //! - `peers`: the tracer, `conntrack -E` and a bpftrace printer as child processes.
-//! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
+//! - `tiers`: which hooks a tracer round uses (the tracer's own choice or a forced tier).
+//! - `kstats`: BPF run-time stats, map memory, RSS of the tracer; `cpu_time`: CPU-time clocks.
+//! - `stats_round`: one tracer round with the run counts on.
+//! - `schedule`: the order of alternated rounds and their paired figures.
 //! - `report`: the tracer's JSON output, medians, the final table.
 //!
-//! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
-//! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts
-//! of a shared machine cancel out. Every round starts with an empty conntrack table.
+//! The sections, each a module that adds its rows to the table:
+//! - `storm_runs`: program runs per connect of the storm per tier, and the programs' body time;
+//! - `storm`: the storm's connect-rate loss per peer, completeness, the machine's CPU when paced;
+//! - `paired_cpu`: the tracer's added CPU per connect with the stats off, against today's design;
+//! - `throughput`: the per-packet tax on bulk TCP and a UDP flood;
+//! - `vm_runs` (with `guest` inside the VM): run counts on a kernel with fentry;
+//! - here: the userspace pipeline, the cluster model, `--metrics`, detection latency, the flood.
+//!
+//! Rounds are interleaved and each is compared with the no-tracer round of its own cycle, so slow
+//! drifts of a shared machine cancel out. Every storm round starts with an empty conntrack table.
 //! Every loop is bounded in count and time; Ctrl-C ends the current step and everything is cleaned up.
 // Counts here stay far below 2^52; they become rates and ratios.
 #![allow(
@@ -17,12 +32,25 @@
     reason = "counts far below 2^52 turned into rates"
 )]
 
+mod cpu_time;
+mod guest;
 mod kstats;
 mod load;
+mod loopback;
+mod paired_cpu;
 mod peers;
 mod report;
+mod schedule;
+mod sections;
+mod stats_round;
+mod storm;
+mod storm_runs;
 mod testbed;
+mod throughput;
+mod tiers;
 mod tracefs;
+mod traffic;
+mod vm_runs;
 
 use std::{
     collections::BTreeMap,
@@ -35,10 +63,13 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
+pub use guest::{GuestArgs, run as guest_run};
+use load::LoadConfig;
 pub use load::flood_worker;
-use load::{LoadConfig, LoadResult};
 use peers::Peer;
-use report::{Table, median, median_uncertainty};
+use report::{Table, median};
+pub use sections::Section;
+use sections::Sections;
 
 use crate::{
     run::workspace_root,
@@ -93,13 +124,29 @@ pub struct BenchArgs {
     /// Connects/s of the paced round that checks completeness (every failure reported, none dropped).
     #[arg(long, default_value_t = 10_000.0)]
     pub completeness_rate: f64,
-    /// Only the connect rounds and the completeness round (skip pipeline, latency and flood).
+    /// Only these sections (repeatable or comma-separated; all by default).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub only: Vec<Section>,
+    /// Not these sections (e.g. `--skip vm` on a machine without qemu: its target is then a MISS).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub skip: Vec<Section>,
+    /// Only the run counts and the storm (`--only runs,storm`).
     #[arg(long)]
     pub connect_only: bool,
+    /// Cycles of the paired loopback rounds (each: no tracer, the tracer, today's design, the tracer
+    /// with the stats on); at least 10.
+    #[arg(long, default_value_t = 10)]
+    pub loopback_cycles: usize,
+    /// Connects per loopback round (default 20000; 5000 with --quick).
+    #[arg(long)]
+    pub loopback_connects: Option<u64>,
+    /// Cycles of the alternated traffic rounds (default 6; 3 with --quick).
+    #[arg(long)]
+    pub traffic_cycles: Option<usize>,
+    /// Seconds of traffic per round (default 2; 1 with --quick).
+    #[arg(long)]
+    pub traffic_secs: Option<f64>,
 }
-
-/// The kernel programs' time per connect of the storm, every program attached.
-const PROGRAM_NS_PER_CONNECT_TARGET: f64 = 1500.0;
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
     Peer::ALL
@@ -155,6 +202,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    let sections = if args.connect_only {
+        Sections::chosen(&[Section::Runs, Section::Storm], &args.skip)
+    } else {
+        Sections::chosen(&args.only, &args.skip)
+    };
     let (rounds, round_secs) = if args.quick { (3, 3.0) } else { (8, 5.0) };
     let rounds = args.rounds.unwrap_or(rounds).max(1);
     let round = Duration::from_secs_f64(args.round_secs.unwrap_or(round_secs).clamp(0.5, 120.0));
@@ -173,22 +225,91 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&work.path)?;
     testbed::remove_stale();
-    let bed = testbed::Testbed::new(args.drop_percent)?;
     let mut table = Table::default();
 
+    if sections.has(Section::Userspace) {
+        userspace(&tracer, args, &mut table)?;
+    }
+    let bed = if sections.need_bed() {
+        Some(warmed_bed(args.drop_percent, load_cfg)?)
+    } else {
+        None
+    };
+    let (offer, kernel_cost) = hooks(
+        &tracer,
+        bed.as_ref(),
+        &work.path,
+        &sections,
+        load_cfg,
+        &mut table,
+    )?;
+    if let Some(bed) = &bed {
+        let run = BedRun {
+            tracer: &tracer,
+            bed,
+            dir: &work.path,
+            args,
+            sections: &sections,
+            offer: &offer,
+            kernel_cost,
+            rounds,
+            load_cfg,
+        };
+        run.sections(&mut table)?;
+    }
+    drop(bed);
+    if sections.has(Section::Traffic) {
+        throughput::run(
+            &tracer,
+            &work.path,
+            &offer,
+            throughput::ThroughputConfig {
+                cycles: args
+                    .traffic_cycles
+                    .unwrap_or(if args.quick { 3 } else { 6 })
+                    .clamp(1, 100),
+                round: Duration::from_secs_f64(
+                    args.traffic_secs
+                        .unwrap_or(if args.quick { 1.0 } else { 2.0 })
+                        .clamp(0.2, 60.0),
+                ),
+            },
+            &mut table,
+        )?;
+        check_interrupted()?;
+    }
+    let vm = vm_runs::VmConfig {
+        series: "6.12",
+        round_secs: if args.quick { 2.0 } else { 3.0 },
+    };
+    if sections.has(Section::Vm) {
+        vm_runs::run(&tracer, &work.path, vm, &mut table);
+    } else if sections.has(Section::Runs) {
+        vm_runs::not_run(vm, "--skip vm", &mut table);
+    }
+    print_report(args, rounds, round, load_cfg, started, &table);
+    Ok(())
+}
+
+/// The userspace figures: the pipeline, the cluster model, serving `--metrics`.
+fn userspace(tracer: &Path, args: &BenchArgs, table: &mut Table) -> anyhow::Result<()> {
     eprintln!(
         "bench: userspace pipeline, {} synthetic records on one core",
         args.pipeline_events
     );
-    pipeline(&tracer, args.pipeline_events, &mut table)?;
+    pipeline(tracer, args.pipeline_events, table)?;
     check_interrupted()?;
     eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
-    cluster_model(&tracer, &mut table)?;
+    cluster_model(tracer, table)?;
     check_interrupted()?;
     eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
-    metrics_scrape(&tracer, &mut table)?;
-    check_interrupted()?;
+    metrics_scrape(tracer, table)?;
+    check_interrupted()
+}
 
+/// The connect test bed, with one second of load through it to check it works.
+fn warmed_bed(drop_percent: u32, load_cfg: LoadConfig) -> anyhow::Result<testbed::Testbed> {
+    let bed = testbed::Testbed::new(drop_percent)?;
     let warm = load::connect_load(
         &bed.client.path(),
         testbed::VIP,
@@ -208,48 +329,108 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if warm.ok == 0 {
         bail!("no connect through the test bed succeeded; the bed is broken");
     }
+    Ok(bed)
+}
 
-    let mut plan = RoundPlan::from_args(args);
-    let _tracefs = tracefs_for_bpftrace(&mut plan, &mut table);
-    connect_rounds(
-        &tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table,
-    )?;
-    check_interrupted()?;
-    completeness(
-        &tracer,
-        &bed,
-        &work.path,
-        load_cfg,
-        args.completeness_rate,
-        &mut table,
-    )?;
-    check_interrupted()?;
-    paced_cpu(&tracer, &bed, &work.path, load_cfg, &mut table)?;
-    check_interrupted()?;
-    if args.connect_only {
-        drop(bed);
-        println!();
-        print!("{}", table.render());
-        return Ok(());
+/// What the tracer offers on this kernel. With the run counts chosen, their rounds come first (the
+/// empty programs' floor calibrated at the start of the run) and say it; otherwise one short
+/// tracer start does.
+fn hooks(
+    tracer: &Path,
+    bed: Option<&testbed::Testbed>,
+    dir: &Path,
+    sections: &Sections,
+    load_cfg: LoadConfig,
+    table: &mut Table,
+) -> anyhow::Result<(tiers::Offer, Option<storm::KernelCost>)> {
+    let flags = tiers::takes_tier_flags(tracer)?;
+    let offer = match bed {
+        Some(bed) if sections.has(Section::Runs) => {
+            let (offer, tier_runs) = storm_runs::measure(tracer, bed, dir, flags, load_cfg)?;
+            storm_runs::rows(
+                "this host",
+                &offer,
+                &tier_runs,
+                Some(storm_runs::HOST_RUNS_TARGET),
+                table,
+            );
+            check_interrupted()?;
+            (offer, tier_runs.first().map(storm_runs::SetupRuns::cost))
+        }
+        _ => (tiers::probe(tracer, dir, flags)?, None),
+    };
+    if !flags {
+        table.notes.push(format!(
+            "this tracer takes no --dns-hooks/--tcp-hooks: its one design is today's ({}), so \
+             today's design and the tracer's own choice are the same hooks in every comparison",
+            tiers::Tiers::TODAYS_DESIGN
+        ));
     }
-    latency(
-        &tracer,
-        &bed,
-        args.latency_connects.clamp(1, 50),
-        &mut table,
-    )?;
-    check_interrupted()?;
-    flood(
-        &tracer,
-        &bed,
-        &work.path,
-        args.flood.min(load::PER_WORKER * 90),
-        &mut table,
-    )?;
+    Ok(offer)
+}
 
-    drop(bed);
-    print_report(args, rounds, round, load_cfg, started, &table);
-    Ok(())
+/// What the sections on the connect test bed share.
+struct BedRun<'a> {
+    tracer: &'a Path,
+    bed: &'a testbed::Testbed,
+    dir: &'a Path,
+    args: &'a BenchArgs,
+    sections: &'a Sections,
+    offer: &'a tiers::Offer,
+    kernel_cost: Option<storm::KernelCost>,
+    /// Cycles of the storm's rounds.
+    rounds: usize,
+    load_cfg: LoadConfig,
+}
+
+impl BedRun<'_> {
+    fn sections(&self, table: &mut Table) -> anyhow::Result<()> {
+        let (tracer, bed, dir, args, load_cfg) =
+            (self.tracer, self.bed, self.dir, self.args, self.load_cfg);
+        if self.sections.has(Section::Storm) {
+            let mut plan = storm::RoundPlan::from_args(args, self.rounds);
+            let _tracefs = storm::tracefs_for_bpftrace(&mut plan, table);
+            storm::connect_rounds(tracer, bed, dir, load_cfg, &plan, self.kernel_cost, table)?;
+            check_interrupted()?;
+            storm::completeness(tracer, bed, dir, load_cfg, args.completeness_rate, table)?;
+            check_interrupted()?;
+            storm::paced_cpu(tracer, bed, dir, load_cfg, table)?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Loopback) {
+            eprintln!("bench: paired loopback rounds, stats off");
+            paired_cpu::run(
+                tracer,
+                bed,
+                dir,
+                self.offer,
+                paired_cpu::PairedConfig {
+                    cycles: args.loopback_cycles.max(10),
+                    connects: args
+                        .loopback_connects
+                        .unwrap_or(if args.quick { 10_000 } else { 20_000 })
+                        .clamp(100, 1_000_000),
+                },
+                table,
+            )?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Latency) {
+            latency(tracer, bed, args.latency_connects.clamp(1, 50), table)?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Flood) {
+            flood(
+                tracer,
+                bed,
+                dir,
+                args.flood.min(load::PER_WORKER * 90),
+                table,
+            )?;
+            check_interrupted()?;
+        }
+        Ok(())
+    }
 }
 
 /// The run's settings, then the table and how many targets were missed.
@@ -276,23 +457,6 @@ fn print_report(
     let misses = table.misses();
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
-    }
-}
-
-/// bpftrace reads tracefs, which a fresh machine has not mounted (the tracer does not need it):
-/// mounted for the run, or the bpftrace peer is left out with the reason in the notes.
-fn tracefs_for_bpftrace(plan: &mut RoundPlan, table: &mut Table) -> Option<tracefs::Tracefs> {
-    if !plan.peers.contains(&Peer::Bpftrace) {
-        return None;
-    }
-    match tracefs::Tracefs::ensure() {
-        Ok(mount) => Some(mount),
-        Err(e) => {
-            eprintln!("bench: the bpftrace peer cannot run ({e:#}); running the others");
-            table.notes.push(format!("bpftrace peer not run: {e:#}"));
-            plan.peers.retain(|p| *p != Peer::Bpftrace);
-            None
-        }
     }
 }
 
@@ -410,488 +574,6 @@ fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()>
         ));
     }
     Ok(())
-}
-
-/// Which peers the connect rounds compare, and how the tracer runs in them.
-struct RoundPlan {
-    /// Always starts with `Peer::None`, the reference of each cycle.
-    peers: Vec<Peer>,
-    tracer_args: Vec<String>,
-}
-
-impl RoundPlan {
-    fn from_args(args: &BenchArgs) -> RoundPlan {
-        let peers = if args.peers.is_empty() {
-            Peer::ALL.to_vec()
-        } else {
-            std::iter::once(Peer::None)
-                .chain(Peer::ALL.into_iter().filter(|p| args.peers.contains(p)))
-                .collect()
-        };
-        RoundPlan {
-            peers,
-            tracer_args: args.tracer_args.clone(),
-        }
-    }
-}
-
-/// One round's measurement.
-struct RoundResult {
-    peer: Peer,
-    cycle: usize,
-    load: LoadResult,
-    tracer: Option<report::TracerOutput>,
-    /// The extra round with BPF run-time stats on (not used for the loss).
-    with_stats: bool,
-    /// CPU the peer's process used during the load, in cores (user + system).
-    peer_cpu: Option<f64>,
-}
-
-#[allow(
-    clippy::too_many_lines,
-    reason = "one schedule, then the figures it yields, in reading order"
-)]
-fn connect_rounds(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cycles: usize,
-    cfg: LoadConfig,
-    plan: &RoundPlan,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    let mut results = Vec::new();
-    // name -> (run_time_ns, run_cnt, recursion_misses)
-    let mut prog_totals: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-    let client_ns = bed.client.name.clone();
-    let vip = testbed::VIP.to_string();
-    // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
-    // add two clock reads to every program run, so they stay out of the rounds that measure loss.
-    let schedule = (0..cycles)
-        // Each cycle starts with the next peer, so each runs first once in n cycles, and every other
-        // cycle goes backwards: a plain rotation keeps the order around the circle, so each peer
-        // would nearly always run right after the same one, and whatever a round leaves behind (a
-        // peer's teardown) would always land on the same peer.
-        .flat_map(|c| {
-            let n = plan.peers.len();
-            (0..n).map(move |i| {
-                let at = if c % 2 == 0 { c + i } else { c + n * n - i };
-                (c, plan.peers[at % n], false)
-            })
-        })
-        .chain(std::iter::once((cycles, Peer::Tracer, true)));
-    for (cycle, peer, with_stats) in schedule {
-        {
-            check_interrupted()?;
-            let stats_guard = if with_stats {
-                Some(kstats::BpfStats::enable()?)
-            } else {
-                None
-            };
-            bed.flush_conntrack()?;
-            let mut running = peers::start(peer, tracer, &plan.tracer_args, bed, dir, cycle)?;
-            let cpu_before = running.as_ref().and_then(|r| kstats::cpu_seconds(r.pid()));
-            let load = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
-            let mut tracer_out = None;
-            let mut peer_cpu = None;
-            if let Some(r) = running.as_mut() {
-                // The peer's own CPU while the load ran (its start-up is left out).
-                peer_cpu = kstats::cpu_seconds(r.pid())
-                    .zip(cpu_before)
-                    .map(|(after, before)| (after - before) / load.elapsed.as_secs_f64().max(1e-9));
-                if with_stats {
-                    for p in kstats::prog_stats(r.pid()) {
-                        let e = prog_totals.entry(p.name).or_default();
-                        e.0 += p.run_time_ns;
-                        e.1 += p.run_cnt;
-                        e.2 += p.recursion_misses;
-                    }
-                }
-                r.stop()?;
-                if peer == Peer::Tracer {
-                    tracer_out = Some(report::read_tracer_output(&r.output, &client_ns, &vip)?);
-                } else {
-                    // Peers' logs are large and only their cost matters.
-                    let _ = std::fs::remove_file(&r.output);
-                }
-            }
-            drop(running);
-            drop(stats_guard);
-            eprintln!(
-                "bench: {} {:<16} {:>7.0} connects/s ({} answered, {} failed, {} cut){}",
-                if with_stats {
-                    "stats round".to_string()
-                } else {
-                    format!("cycle {}/{cycles}", cycle + 1)
-                },
-                peer.name(),
-                load.rate(),
-                load.ok,
-                load.failed(),
-                load.cut,
-                tracer_out.as_ref().map_or_else(String::new, |t| format!(
-                    "; tracer: {} failures reported, {} events, dropped {}",
-                    t.failures_reported, t.events, t.dropped_total
-                ))
-            );
-            results.push(RoundResult {
-                peer,
-                cycle,
-                load,
-                tracer: tracer_out,
-                with_stats,
-                peer_cpu,
-            });
-        }
-    }
-
-    // Connect rate and loss, each round against the no-tracer round of its own cycle.
-    let rate_of = |peer: Peer, cycle: usize| {
-        results
-            .iter()
-            .find(|r| r.peer == peer && r.cycle == cycle && !r.with_stats)
-            .map(|r| r.load.rate())
-    };
-    let base: Vec<f64> = (0..cycles).filter_map(|c| rate_of(Peer::None, c)).collect();
-    let (lo, hi) = base.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
-        (lo.min(*r), hi.max(*r))
-    });
-    table.info(
-        "connects/s, no tracer (median)",
-        format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
-    );
-    let mut tracer_loss = 0.0;
-    // The loss plus its uncertainty: what the target is checked against.
-    let mut tracer_bound = 0.0;
-    let mut tracer_cpu = f64::NAN;
-    let mut hooks_loss = None;
-    for peer in plan.peers.iter().copied().filter(|p| *p != Peer::None) {
-        let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
-        let ratios: Vec<f64> = (0..cycles)
-            .filter_map(|c| Some(rate_of(peer, c)? / rate_of(Peer::None, c)?))
-            .collect();
-        let loss = 1.0 - median(&ratios);
-        let cpu: Vec<f64> = results
-            .iter()
-            .filter(|r| r.peer == peer && !r.with_stats)
-            .filter_map(|r| r.peer_cpu)
-            .collect();
-        // The spread of the cycles' losses says how far the median can be trusted on this machine.
-        let (least, most) = ratios
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
-                (lo.min(1.0 - r), hi.max(1.0 - r))
-            });
-        let uncertainty = median_uncertainty(&ratios);
-        let value = format!(
-            "{:.0}/s, loss {:.1}% ± {} (cycles {:.0}..{:.0}%), its process {:.1}% of a core",
-            median(&rates),
-            loss * 100.0,
-            if uncertainty.is_nan() {
-                "?".to_string()
-            } else {
-                format!("{:.1}", uncertainty * 100.0)
-            },
-            least * 100.0,
-            most * 100.0,
-            median(&cpu) * 100.0
-        );
-        if peer == Peer::HooksOnly {
-            hooks_loss = Some(loss);
-        }
-        if peer == Peer::Tracer {
-            tracer_loss = loss;
-            tracer_cpu = median(&cpu);
-            // A pass has to hold with the noise added: a median under 3% by luck of the rounds is
-            // not one. Too few cycles to say how noisy they were: the median alone decides.
-            let bound = loss
-                + if uncertainty.is_nan() {
-                    0.0
-                } else {
-                    uncertainty
-                };
-            tracer_bound = bound;
-            table.check(
-                "connects/s with this tracer, loss vs none",
-                value,
-                "loss + ± <= 3%",
-                bound <= 0.03,
-            );
-        } else {
-            table.info(
-                format!("connects/s with {}, loss vs none", peer.name()),
-                value,
-            );
-        }
-    }
-
-    // Kernel cost: ns per run of each program, in the stats round.
-    let tracer_rounds: Vec<&RoundResult> =
-        results.iter().filter(|r| r.peer == Peer::Tracer).collect();
-    let connects: u64 = tracer_rounds
-        .iter()
-        .filter(|r| r.with_stats)
-        .map(|r| r.load.ok + r.load.failed() + r.load.cut)
-        .sum();
-    let mut kernel_ns_total = 0u64;
-    for (name, (ns, cnt, missed)) in &prog_totals {
-        kernel_ns_total += ns;
-        let per_run = if *cnt > 0 {
-            format!("{:.0}", *ns as f64 / *cnt as f64)
-        } else {
-            "-".into()
-        };
-        table.info(
-            format!("kernel: {name}, ns/run"),
-            format!("{per_run} ({cnt} runs, {missed} skipped)"),
-        );
-    }
-    if prog_totals.is_empty() {
-        table
-            .notes
-            .push("no BPF program stats could be read from the tracer's fds".into());
-    }
-    let ns_per_connect = kernel_ns_total as f64 / connects.max(1) as f64;
-    // Without the programs' stats there is no figure, and no PASS for it.
-    table.check(
-        "kernel: all programs, ns per connect of the load",
-        format!("{ns_per_connect:.0}"),
-        format!("<= {PROGRAM_NS_PER_CONNECT_TARGET}"),
-        !prog_totals.is_empty() && ns_per_connect <= PROGRAM_NS_PER_CONNECT_TARGET,
-    );
-    // The whole bed runs on this machine's CPUs: at the no-tracer rate each connect has
-    // cpus / rate seconds of CPU in all (load, both network stacks, listeners).
-    // SAFETY: sysconf has no preconditions.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as f64;
-    let cpu_ns_per_connect = cpus * 1e9 / median(&base);
-    let kernel_share = ns_per_connect / cpu_ns_per_connect;
-    table.info(
-        "kernel: programs' share of the CPU per connect (estimate)",
-        format!("{:.1}% of {cpu_ns_per_connect:.0} ns", kernel_share * 100.0),
-    );
-    let top = prog_totals
-        .iter()
-        .max_by_key(|(_, (ns, _, _))| *ns)
-        .map(|(name, (ns, cnt, _))| {
-            format!(
-                "the largest part is {name}: {:.0}% of the programs' time, {:.1} runs per connect",
-                *ns as f64 * 100.0 / kernel_ns_total.max(1) as f64,
-                *cnt as f64 / connects.max(1) as f64
-            )
-        })
-        .unwrap_or_default();
-    if ns_per_connect > PROGRAM_NS_PER_CONNECT_TARGET {
-        table.notes.push(format!(
-            "program time {ns_per_connect:.0} ns per connect, over the \
-             {PROGRAM_NS_PER_CONNECT_TARGET} ns target: {top}"
-        ));
-    }
-    if tracer_bound > 0.03 {
-        let hooks = hooks_loss.map_or_else(String::new, |h| {
-            format!(
-                "with the same programs attached but each returning at once the loss is {:.1}%: \
-                 being attached at all, ~{:.0} program runs per connect, most for packets and state \
-                 changes that are not a connect (on a shared machine this figure is mostly noise; \
-                 `--connect-only --tracer-arg=--hooks-only` reads that floor from the programs' \
-                 own clocks). ",
-                h * 100.0,
-                prog_totals.values().map(|(_, cnt, _)| *cnt).sum::<u64>() as f64
-                    / connects.max(1) as f64
-            )
-        });
-        table.notes.push(format!(
-            "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The load keeps every \
-             core busy, so the loss follows the CPU the tracer takes: the programs' own clocks say \
-             {:.1}% of the CPU a connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
-             process used {:.1}% of a core. The work per connect is the attempt's table entry \
-             (opened at connect(), completed at SYN_SENT, removed when answered; a socket ending \
-             without one is told by a count per slot in front of the table), the healthy count and \
-             the DNS hooks' packet checks. Tried and not kept: the attempt in socket-local storage \
-             (its allocation per connect cost more than the lookups it saves) and the table without \
-             preallocation (no measurable gain)",
-            tracer_loss * 100.0,
-            tracer_bound * 100.0,
-            kernel_share * 100.0,
-            tracer_cpu * 100.0
-        ));
-    }
-    let recovered: u64 = tracer_rounds
-        .iter()
-        .filter_map(|r| r.tracer.as_ref())
-        .map(|t| t.answered_seen_late)
-        .sum();
-    table.info(
-        "answers the kernel skipped, recovered at socket end (answered_seen_late)",
-        format!("{recovered} in all tracer rounds"),
-    );
-    let (events, attempts): (u64, u64) = tracer_rounds
-        .iter()
-        .filter_map(|r| r.tracer.as_ref())
-        .fold((0, 0), |(e, a), t| (e + t.events, a + t.attempts));
-    table.info(
-        "events to userspace per connect (events/attempts)",
-        format!(
-            "{:.4} ({events}/{attempts})",
-            events as f64 / attempts.max(1) as f64
-        ),
-    );
-
-    // Completeness at the highest rate the tracer rounds reached (the target is at 10k/s: see
-    // `completeness`).
-    let loss_rounds = tracer_rounds.iter().filter(|r| !r.with_stats);
-    if let Some(best) = loss_rounds.max_by(|a, b| a.load.rate().total_cmp(&b.load.rate()))
-        && let Some(t) = &best.tracer
-    {
-        let seen = best.load.failed();
-        table.info(
-            format!(
-                "failures reported / seen at {:.0} connects/s (the most reached)",
-                best.load.rate()
-            ),
-            format!("{} / {seen}", t.failures_reported),
-        );
-        table.info(
-            format!("dropped at {:.0} connects/s", best.load.rate()),
-            if t.dropped_total == 0 {
-                "0".to_string()
-            } else {
-                format!("{} ({})", t.dropped_total, t.dropped)
-            },
-        );
-    }
-    Ok(())
-}
-
-/// The completeness target: one tracer round paced at `rate` connects/s. Every failed connect the
-/// load saw must be reported, and nothing dropped.
-fn completeness(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cfg: LoadConfig,
-    rate: f64,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: completeness, a tracer round paced at {rate:.0} connects/s");
-    bed.flush_conntrack()?;
-    let mut running = start_tracer_peer(tracer, bed, dir)?;
-    let load = paced_load(bed, cfg, rate)?;
-    running.stop()?;
-    let t =
-        report::read_tracer_output(&running.output, &bed.client.name, &testbed::VIP.to_string())?;
-    let seen = load.failed();
-    let complete = t.failures_reported >= seen && t.failures_reported <= seen + load.cut;
-    let at = format!("at {:.0} connects/s (paced to {rate:.0})", load.rate());
-    table.check(
-        format!("failures reported / seen {at}"),
-        format!("{} / {seen}", t.failures_reported),
-        "all reported",
-        complete,
-    );
-    table.check(
-        format!("dropped {at}"),
-        t.dropped_total.to_string(),
-        "0",
-        t.dropped_total == 0,
-    );
-    if load.rate() < rate * 0.9 {
-        table.notes.push(format!(
-            "the paced round reached {:.0} connects/s, below the {rate:.0}/s of the completeness target",
-            load.rate()
-        ));
-    }
-    if !complete || t.dropped_total > 0 {
-        table
-            .notes
-            .push(format!("completeness: tracer dropped {}", t.dropped));
-    }
-    Ok(())
-}
-
-/// The cost a node owner sees: the whole machine's CPU while a paced load runs, without and with
-/// the tracer, at 1k and 5k connects/s. Rounds alternate none, tracer, tracer, none, so a drift of
-/// the shared machine falls on both sides alike.
-fn paced_cpu(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cfg: LoadConfig,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    for rate in [1000.0, 5000.0] {
-        eprintln!(
-            "bench: machine CPU at a paced {rate:.0} connects/s, without and with the tracer"
-        );
-        // [without, with]: busy share of the machine per round.
-        let mut busy: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        for with in [false, true, true, false] {
-            check_interrupted()?;
-            bed.flush_conntrack()?;
-            let mut running = if with {
-                Some(start_tracer_peer(tracer, bed, dir)?)
-            } else {
-                None
-            };
-            let before = machine_cpu();
-            paced_load(bed, cfg, rate)?;
-            let after = machine_cpu();
-            if let Some(running) = running.as_mut() {
-                running.stop()?;
-            }
-            let total = after.1.saturating_sub(before.1).max(1);
-            #[expect(clippy::cast_precision_loss, reason = "a share, shown rounded")]
-            busy[usize::from(with)].push(after.0.saturating_sub(before.0) as f64 / total as f64);
-        }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let (without, with) = (mean(&busy[0]) * 100.0, mean(&busy[1]) * 100.0);
-        table.info(
-            format!("machine CPU at a paced {rate:.0} connects/s: without / with the tracer"),
-            format!(
-                "{without:.1}% / {with:.1}% (ratio {:.2}, +{:.1} points)",
-                with / without.max(0.01),
-                with - without
-            ),
-        );
-    }
-    Ok(())
-}
-
-/// The tracer as a peer of its own, outside the connect rounds.
-fn start_tracer_peer(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-) -> anyhow::Result<peers::Running> {
-    peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?.context("tracer peer")
-}
-
-/// The connect load through the Service, paced to `rate` connects/s.
-fn paced_load(bed: &testbed::Testbed, cfg: LoadConfig, rate: f64) -> anyhow::Result<LoadResult> {
-    load::connect_load(
-        &bed.client.path(),
-        testbed::VIP,
-        LoadConfig {
-            rate: Some(rate),
-            ..cfg
-        },
-    )
-}
-
-/// Busy and total jiffies of the whole machine, from the first line of `/proc/stat`.
-fn machine_cpu() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let total: u64 = fields.iter().take(8).sum();
-    // idle and iowait are the 4th and 5th fields.
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total.saturating_sub(idle), total)
 }
 
 /// Time from a black-holed `connect()` to the tracer's first `unanswered` record for it.

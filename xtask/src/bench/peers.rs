@@ -148,14 +148,11 @@ pub fn start(
     match peer {
         Peer::None => Ok(None),
         Peer::Tracer | Peer::HooksOnly => {
-            let mut cmd = Command::new(tracer);
-            cmd.args(["trace", "--format", "json", "--output"])
-                .arg(&output)
-                .args(tracer_args);
+            let mut args = tracer_args.to_vec();
             if peer == Peer::HooksOnly {
-                cmd.arg("--hooks-only");
+                args.push("--hooks-only".into());
             }
-            start_tracer(cmd, output).map(Some)
+            start_tracer_with(tracer, &args, output).map(Some)
         }
         Peer::Metrics => {
             let port = free_loopback_port()?;
@@ -214,6 +211,19 @@ pub fn start(
             Ok(Some(running))
         }
     }
+}
+
+/// Starts `tracer trace` with `args`, writing JSON lines to `output`; returns once it is attached.
+pub fn start_tracer_with(
+    tracer: &Path,
+    args: &[String],
+    output: PathBuf,
+) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(tracer);
+    cmd.args(["trace", "--format", "json", "--output"])
+        .arg(&output)
+        .args(args);
+    start_tracer(cmd, output)
 }
 
 /// Starts the tracer (`cmd`); returns once it says it is attached. Its stderr is drained by a thread.
