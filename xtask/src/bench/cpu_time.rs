@@ -77,6 +77,16 @@ pub fn irq_time_accounted() -> Option<bool> {
     Some(config.lines().any(|l| l == "CONFIG_IRQ_TIME_ACCOUNTING=y"))
 }
 
+/// What one reading of the thread's and `ksoftirqd`'s CPU clocks costs, from 1000 of them.
+pub fn clock_read_cost(softirq_thread: u32) -> anyhow::Result<Duration> {
+    const READS: u32 = 1000;
+    let before = this_thread()?;
+    for _ in 0..READS {
+        std::hint::black_box(this_thread()? + process(softirq_thread)?);
+    }
+    Ok(this_thread()?.saturating_sub(before) / READS)
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_this_thread(cpu: usize) -> anyhow::Result<()> {
     // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.

@@ -58,6 +58,9 @@ pub struct LoopbackLoop {
     commands: Option<mpsc::Sender<u64>>,
     results: mpsc::Receiver<anyhow::Result<LoopRound>>,
     thread: Option<JoinHandle<()>>,
+    /// What reading the loop's CPU time once costs (two clocks), measured on its thread at start:
+    /// each batch pays it twice, in every arm alike.
+    pub clock_read: Duration,
 }
 
 impl LoopbackLoop {
@@ -65,6 +68,7 @@ impl LoopbackLoop {
     pub fn start(ns: &Path, cpu: usize) -> anyhow::Result<LoopbackLoop> {
         let softirq_thread = cpu_time::ksoftirqd(cpu)?;
         let (command_tx, command_rx) = mpsc::channel::<u64>();
+        let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<Duration>>();
         let (result_tx, result_rx) = mpsc::channel();
         let ns = ns.to_path_buf();
         let thread = std::thread::Builder::new()
@@ -75,18 +79,15 @@ impl LoopbackLoop {
                     .and_then(|()| cpu_time::favour_this_thread())
                     .and_then(|()| {
                         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("loopback listener")
-                    });
+                    })
+                    .and_then(|l| Ok((cpu_time::clock_read_cost(softirq_thread)?, l)));
                 let listener = match listener {
-                    Ok(l) => {
-                        let _ = result_tx.send(Ok(LoopRound {
-                            connects: 0,
-                            batches: Vec::new(),
-                            wall: Duration::ZERO,
-                        }));
+                    Ok((cost, l)) => {
+                        let _ = ready_tx.send(Ok(cost));
                         l
                     }
                     Err(e) => {
-                        let _ = result_tx.send(Err(e));
+                        let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
@@ -102,14 +103,14 @@ impl LoopbackLoop {
                 }
             })
             .context("spawning the loopback thread")?;
-        let ready = result_rx
+        let clock_read = ready_rx
             .recv()
-            .context("the loopback thread died at start")?;
-        ready?;
+            .context("the loopback thread died at start")??;
         Ok(LoopbackLoop {
             commands: Some(command_tx),
             results: result_rx,
             thread: Some(thread),
+            clock_read,
         })
     }
 

@@ -140,7 +140,7 @@ pub struct BenchArgs {
     /// Connects per loopback round (default 20000; 5000 with --quick).
     #[arg(long)]
     pub loopback_connects: Option<u64>,
-    /// Cycles of the alternated traffic rounds (default 6; 3 with --quick).
+    /// Cycles of the alternated traffic rounds (default 8; 3 with --quick).
     #[arg(long)]
     pub traffic_cycles: Option<usize>,
     /// Seconds of traffic per round (default 2; 1 with --quick).
@@ -266,7 +266,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             throughput::ThroughputConfig {
                 cycles: args
                     .traffic_cycles
-                    .unwrap_or(if args.quick { 3 } else { 6 })
+                    .unwrap_or(if args.quick { 3 } else { 8 })
                     .clamp(1, 100),
                 round: Duration::from_secs_f64(
                     args.traffic_secs

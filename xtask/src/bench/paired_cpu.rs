@@ -131,8 +131,18 @@ pub fn run(
         );
         costs.push((cycle, arm_index, cost));
     }
+    let clock_read = lo.clock_read;
     drop(lo);
     rows(&arms, &costs, offer, cfg, cpu, &wall_rate, table);
+    table.info(
+        "  what measuring the loop costs: its CPU clocks read twice per batch",
+        format!(
+            "{:.0} ns per connect ({:.0} ns per reading, {} connects per batch), every arm alike",
+            2.0 * clock_read.as_nanos() as f64 / super::loopback::BATCH as f64,
+            clock_read.as_nanos() as f64,
+            super::loopback::BATCH
+        ),
+    );
     match cpu_time::irq_time_accounted() {
         Some(false) => {}
         Some(true) => table.notes.push(
