@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{
     load::LoadConfig,
-    stats_round::{ProgRuns, StatsRound, stats_round},
+    stats_round::{ProgRuns, ProgramSides, StatsRound, stats_round},
     storm_runs,
     testbed::{self, Testbed},
     tiers::{DnsTier, HookReport, Offer, Setup, TcpTier, takes_tier_flags},
@@ -21,6 +21,8 @@ use super::{
 
 pub const ROUND_PREFIX: &str = "BENCH-GUEST ";
 pub const ERROR_PREFIX: &str = "BENCH-GUEST-ERROR ";
+/// A setup whose round failed: `BENCH-GUEST-ROUND-ERROR <setup JSON> <error>` (the others still run).
+pub const ROUND_ERROR_PREFIX: &str = "BENCH-GUEST-ROUND-ERROR ";
 pub const DONE: &str = "BENCH-GUEST-DONE";
 
 #[derive(Debug, clap::Args)]
@@ -56,11 +58,14 @@ fn rounds(args: &GuestArgs) -> anyhow::Result<()> {
         rate: None,
     };
     let flags = takes_tier_flags(&args.tracer)?;
-    let round = |tag: &str, setup: Setup| -> anyhow::Result<StatsRound> {
+    super::peers::ATTACH_LIMIT_SECS.store(300, std::sync::atomic::Ordering::Relaxed);
+    let mut sides = ProgramSides::default();
+    let mut round = |tag: &str, setup: Setup| -> anyhow::Result<StatsRound> {
         bed.flush_conntrack()?;
-        let r = stats_round(&args.tracer, &dir, tag, setup, || {
+        let mut r = stats_round(&args.tracer, &dir, tag, setup, || {
             storm_runs::storm(&bed, cfg)
         })?;
+        sides.mark(&args.tracer, &dir, &mut r)?;
         println!("{ROUND_PREFIX}{}", to_json(&r));
         Ok(r)
     };
@@ -70,7 +75,9 @@ fn rounds(args: &GuestArgs) -> anyhow::Result<()> {
         report: first.report,
     };
     for (i, setup) in offer.setups().into_iter().enumerate().skip(1) {
-        round(&i.to_string(), setup)?;
+        if let Err(e) = round(&i.to_string(), setup) {
+            println!("{ROUND_ERROR_PREFIX}{} {e:#}", setup_json(setup));
+        }
     }
     drop(bed);
     testbed::remove_stale();
@@ -83,18 +90,32 @@ fn report_json(r: &HookReport) -> Value {
         "dns_available": r.dns_available.iter().map(|t| t.name()).collect::<Vec<_>>(),
         "tcp_available": r.tcp_available.iter().map(|t| t.name()).collect::<Vec<_>>(),
         "reported": r.reported,
+        "not_used": r.not_used,
+    })
+}
+
+fn setup_json(s: Setup) -> Value {
+    json!({
+        "dns": s.dns.map(DnsTier::name),
+        "tcp": s.tcp.map(TcpTier::name),
+        "hooks_only": s.hooks_only,
+    })
+}
+
+fn setup_from_json(setup: &Value) -> anyhow::Result<Setup> {
+    Ok(Setup {
+        dns: tier(&setup["dns"])?,
+        tcp: tier(&setup["tcp"])?,
+        hooks_only: setup["hooks_only"].as_bool().unwrap_or(false),
     })
 }
 
 pub fn to_json(r: &StatsRound) -> Value {
     json!({
-        "setup": {
-            "dns": r.setup.dns.map(DnsTier::name),
-            "tcp": r.setup.tcp.map(TcpTier::name),
-            "hooks_only": r.setup.hooks_only,
-        },
+        "setup": setup_json(r.setup),
         "report": report_json(&r.report),
         "units": r.units,
+        "failed": r.failed,
         "load_secs": r.load_secs,
         "programs": r.programs.iter().map(|p| json!({
             "name": p.name,
@@ -102,6 +123,7 @@ pub fn to_json(r: &StatsRound) -> Value {
             "run_time_ns": p.run_time_ns,
             "misses": p.misses,
             "background": p.background,
+            "dns": p.dns,
         })).collect::<Vec<_>>(),
     })
 }
@@ -133,15 +155,18 @@ pub fn from_json(v: &Value) -> anyhow::Result<StatsRound> {
     }});
     let mut hook_report = HookReport::from_kernel_object(&kernel_object)?;
     hook_report.reported = report["reported"].as_bool().unwrap_or(false);
+    hook_report.not_used = report["not_used"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
     let number = |v: &Value, key: &str| v[key].as_u64().with_context(|| format!("no {key}"));
     Ok(StatsRound {
-        setup: Setup {
-            dns: tier(&setup["dns"])?,
-            tcp: tier(&setup["tcp"])?,
-            hooks_only: setup["hooks_only"].as_bool().unwrap_or(false),
-        },
+        setup: setup_from_json(setup)?,
         report: hook_report,
         units: number(v, "units")?,
+        failed: v["failed"].as_u64().unwrap_or(0),
         load_secs: v["load_secs"].as_f64().context("no load_secs")?,
         programs: v["programs"]
             .as_array()
@@ -154,33 +179,61 @@ pub fn from_json(v: &Value) -> anyhow::Result<StatsRound> {
                     run_time_ns: number(p, "run_time_ns")?,
                     misses: number(p, "misses")?,
                     background: p["background"].as_f64().unwrap_or(0.0),
+                    dns: p["dns"].as_bool().unwrap_or(false),
                 })
             })
             .collect::<anyhow::Result<_>>()?,
     })
 }
 
-/// The rounds and the error, if any, a guest printed on the console.
-pub fn parse_console(text: &str) -> (Vec<StatsRound>, Option<String>, bool) {
-    let mut rounds = Vec::new();
-    let mut error = None;
-    let mut done = false;
+/// What a guest printed on its console.
+#[derive(Debug, Default)]
+pub struct Console {
+    pub rounds: Vec<StatsRound>,
+    /// Setups whose round failed, with the error.
+    pub failed: Vec<(Setup, String)>,
+    /// What stopped the guest, if something did.
+    pub error: Option<String>,
+    pub done: bool,
+}
+
+pub fn parse_console(text: &str) -> Console {
+    let mut console = Console::default();
+    let Console {
+        rounds,
+        failed,
+        error,
+        done,
+    } = &mut console;
     for line in text.lines() {
-        if let Some(j) = line.strip_prefix(ROUND_PREFIX) {
+        if let Some(rest) = line.strip_prefix(ROUND_ERROR_PREFIX) {
+            let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            match stream.next() {
+                Some(Ok(v)) => match setup_from_json(&v) {
+                    Ok(setup) => {
+                        failed.push((setup, rest[stream.byte_offset()..].trim().to_string()));
+                    }
+                    Err(e) => {
+                        *error = Some(format!("a failed round's setup does not parse: {e:#}"));
+                    }
+                },
+                _ => *error = Some(format!("a failed round's line does not parse: {rest}")),
+            }
+        } else if let Some(j) = line.strip_prefix(ROUND_PREFIX) {
             match serde_json::from_str::<Value>(j)
                 .map_err(anyhow::Error::from)
                 .and_then(|v| from_json(&v))
             {
                 Ok(r) => rounds.push(r),
-                Err(e) => error = Some(format!("a round line that does not parse: {e:#}")),
+                Err(e) => *error = Some(format!("a round line that does not parse: {e:#}")),
             }
         } else if let Some(e) = line.strip_prefix(ERROR_PREFIX) {
-            error = Some(e.to_string());
+            *error = Some(e.to_string());
         } else if line.trim() == DONE {
-            done = true;
+            *done = true;
         }
     }
-    (rounds, error, done)
+    console
 }
 
 /// The shell line the VM runs: this very xtask binary, `bench-guest`.
@@ -213,8 +266,10 @@ mod tests {
                 dns_available: vec![DnsTier::Fentry, DnsTier::Kprobe, DnsTier::CgroupSkb],
                 tcp_available: vec![TcpTier::Fentry, TcpTier::Tracepoint],
                 reported: true,
+                not_used: vec!["DNS fentry: refused".into()],
             },
             units: 1234,
+            failed: 62,
             load_secs: 3.0,
             programs: vec![ProgRuns {
                 name: "dns_send".into(),
@@ -222,22 +277,33 @@ mod tests {
                 run_time_ns: 700,
                 misses: 0,
                 background: 1.5,
+                dns: true,
             }],
         };
-        let console = format!("noise\n{ROUND_PREFIX}{}\r\n{DONE}\n", to_json(&round));
-        let (rounds, error, done) = parse_console(&console.replace('\r', ""));
-        assert!(error.is_none() && done, "{error:?}");
-        let back = &rounds[0];
+        let failed = Setup {
+            tcp: Some(TcpTier::Kprobe),
+            ..Setup::AUTO
+        };
+        let console = format!(
+            "noise\n{ROUND_PREFIX}{}\r\n{ROUND_ERROR_PREFIX}{} did not attach\n{DONE}\n",
+            to_json(&round),
+            setup_json(failed)
+        );
+        let c = parse_console(&console.replace('\r', ""));
+        assert!(c.error.is_none() && c.done, "{:?}", c.error);
+        assert_eq!(c.failed, [(failed, "did not attach".to_string())]);
+        let back = &c.rounds[0];
         assert_eq!(back.setup, round.setup);
         assert_eq!(back.report, round.report);
         assert_eq!((back.units, back.programs[0].runs), (1234, 7));
         assert!((back.programs[0].background - 1.5).abs() < 1e-9);
+        assert!(back.programs[0].dns);
     }
 
     #[test]
     fn a_guest_error_is_reported_not_lost() {
-        let (rounds, error, done) = parse_console(&format!("{ERROR_PREFIX}no tracefs\n{DONE}\n"));
-        assert!(rounds.is_empty() && done);
-        assert_eq!(error.as_deref(), Some("no tracefs"));
+        let c = parse_console(&format!("{ERROR_PREFIX}no tracefs\n{DONE}\n"));
+        assert!(c.rounds.is_empty() && c.done);
+        assert_eq!(c.error.as_deref(), Some("no tracefs"));
     }
 }

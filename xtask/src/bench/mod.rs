@@ -133,6 +133,10 @@ pub struct BenchArgs {
     /// Only the run counts and the storm (`--only runs,storm`).
     #[arg(long)]
     pub connect_only: bool,
+    /// Measure this tracer binary (e.g. target/dist/tracer-VERSION-ARCH) instead of building
+    /// target/release/tracer.
+    #[arg(long, value_name = "FILE")]
+    pub tracer_bin: Option<PathBuf>,
     /// Cycles of the paired loopback rounds (each: no tracer, the tracer, today's design, the tracer
     /// with the stats on); at least 10.
     #[arg(long, default_value_t = 10)]
@@ -195,8 +199,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("cargo xtask bench needs root (network namespaces, eBPF)");
     }
     setup::all()?;
-    run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
-    let tracer = workspace_root()?.join("target/release/tracer");
+    let tracer = tracer_binary(args)?;
     // SAFETY: installing an async-signal-safe handler (one atomic store).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -289,6 +292,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     print_report(args, rounds, round, load_cfg, started, &table);
     Ok(())
+}
+
+/// `--tracer-bin`, or target/release/tracer built now.
+fn tracer_binary(args: &BenchArgs) -> anyhow::Result<PathBuf> {
+    let tracer = if let Some(bin) = &args.tracer_bin {
+        std::path::absolute(bin).with_context(|| format!("--tracer-bin {}", bin.display()))?
+    } else {
+        run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
+        workspace_root()?.join("target/release/tracer")
+    };
+    if !tracer.is_file() {
+        bail!("no tracer binary at {}", tracer.display());
+    }
+    Ok(tracer)
 }
 
 /// The userspace figures: the pipeline, the cluster model, serving `--metrics`.

@@ -6,6 +6,7 @@
 //! The stats cost every program run of the whole machine two clock reads while they are on, so
 //! only these rounds turn them on, and no timing figure of the benchmark comes from them.
 use std::{
+    collections::BTreeSet,
     path::Path,
     time::{Duration, Instant},
 };
@@ -32,6 +33,8 @@ pub struct ProgRuns {
     pub misses: u64,
     /// Runs the rest of the machine would have caused in a window as long (from the idle window).
     pub background: f64,
+    /// Whether it belongs to the DNS side: a program the tracer does not attach with `--no-dns`.
+    pub dns: bool,
 }
 
 impl ProgRuns {
@@ -43,10 +46,19 @@ impl ProgRuns {
         }
     }
 
-    /// Whether the program belongs to the DNS side (the tracer names its DNS programs `dns_*`).
     pub fn is_dns(&self) -> bool {
-        self.name.contains("dns")
+        self.dns
     }
+}
+
+/// What a stats round's load did.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadWindow {
+    /// Connects, or packets.
+    pub units: u64,
+    pub elapsed: Duration,
+    /// Units that failed (connects that timed out or were refused).
+    pub failed: u64,
 }
 
 /// What one stats round measured.
@@ -57,6 +69,8 @@ pub struct StatsRound {
     pub report: HookReport,
     /// Units of the load: connects, or packets.
     pub units: u64,
+    /// Units that failed.
+    pub failed: u64,
     pub load_secs: f64,
     pub programs: Vec<ProgRuns>,
 }
@@ -86,6 +100,67 @@ impl StatsRound {
     pub fn program(&self, name: &str) -> Option<&ProgRuns> {
         self.programs.iter().find(|p| p.name == name)
     }
+
+    /// Marks the DNS side's programs: those not among `tcp_side` (what the tracer attaches with
+    /// `--no-dns` and the same TCP setup).
+    pub fn mark_dns(&mut self, tcp_side: &BTreeSet<String>) {
+        for p in &mut self.programs {
+            p.dns = !tcp_side.contains(&p.name);
+        }
+    }
+}
+
+/// The names of the programs the tracer attaches with `--no-dns` and the TCP side of `setup`: the
+/// TCP side's, whatever the tracer names them.
+pub fn tcp_side_programs(
+    tracer: &Path,
+    dir: &Path,
+    setup: Setup,
+) -> anyhow::Result<BTreeSet<String>> {
+    let tcp_only = Setup {
+        dns: None,
+        hooks_only: false,
+        ..setup
+    };
+    let mut args = tcp_only.args();
+    args.push("--no-dns".into());
+    let output = dir.join("tcp-side.jsonl");
+    let mut running = peers::start_tracer_with(tracer, &args, output.clone())?;
+    let names = ProgReader::new(running.pid())
+        .read()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    running.stop()?;
+    let _ = std::fs::remove_file(&output);
+    Ok(names)
+}
+
+/// The TCP side's programs per TCP setup, each looked up once.
+#[derive(Default)]
+pub struct ProgramSides {
+    tcp_side: Vec<(Option<super::tiers::TcpTier>, BTreeSet<String>)>,
+}
+
+impl ProgramSides {
+    /// Marks the DNS side's programs of `round`, starting the tracer with `--no-dns` the first
+    /// time its TCP setup is seen.
+    pub fn mark(
+        &mut self,
+        tracer: &Path,
+        dir: &Path,
+        round: &mut StatsRound,
+    ) -> anyhow::Result<()> {
+        let key = round.setup.tcp;
+        if !self.tcp_side.iter().any(|(k, _)| *k == key) {
+            let names = tcp_side_programs(tracer, dir, round.setup)?;
+            self.tcp_side.push((key, names));
+        }
+        if let Some((_, names)) = self.tcp_side.iter().find(|(k, _)| *k == key) {
+            round.mark_dns(names);
+        }
+        Ok(())
+    }
 }
 
 /// Starts the tracer with `setup` and the stats on, watches its programs over an idle window and
@@ -95,7 +170,7 @@ pub fn stats_round(
     dir: &Path,
     tag: &str,
     setup: Setup,
-    load: impl FnOnce() -> anyhow::Result<(u64, Duration)>,
+    load: impl FnOnce() -> anyhow::Result<LoadWindow>,
 ) -> anyhow::Result<StatsRound> {
     let stats = BpfStats::enable()?;
     let output = dir.join(format!("stats-{tag}.jsonl"));
@@ -106,7 +181,11 @@ pub fn stats_round(
     std::thread::sleep(IDLE_WINDOW);
     let load_start = reader.read();
     let idle_secs = idle_started.elapsed().as_secs_f64();
-    let (units, elapsed) = load()?;
+    let LoadWindow {
+        units,
+        elapsed,
+        failed,
+    } = load()?;
     let load_end = reader.read();
     running.stop()?;
     drop(stats);
@@ -143,6 +222,7 @@ pub fn stats_round(
                 run_time_ns,
                 misses,
                 background: idle_runs as f64 * scale,
+                dns: false,
             }
         })
         .collect();
@@ -150,6 +230,7 @@ pub fn stats_round(
         setup,
         report,
         units,
+        failed,
         load_secs,
         programs,
     })

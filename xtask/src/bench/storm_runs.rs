@@ -8,7 +8,7 @@ use std::path::Path;
 use super::{
     load::{self, LoadConfig},
     report::{Table, median},
-    stats_round::{ProgRuns, StatsRound, stats_round},
+    stats_round::{LoadWindow, ProgRuns, ProgramSides, StatsRound, stats_round},
     storm::KernelCost,
     testbed::{self, Testbed},
     tiers::{DnsTier, Offer, Setup},
@@ -29,9 +29,13 @@ pub struct SetupRuns {
 }
 
 /// The storm as a stats round's load: its connects (answered, failed and cut) and duration.
-pub fn storm(bed: &Testbed, cfg: LoadConfig) -> anyhow::Result<(u64, std::time::Duration)> {
+pub fn storm(bed: &Testbed, cfg: LoadConfig) -> anyhow::Result<LoadWindow> {
     let r = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
-    Ok((r.ok + r.failed() + r.cut, r.elapsed))
+    Ok(LoadWindow {
+        units: r.ok + r.failed() + r.cut,
+        elapsed: r.elapsed,
+        failed: r.failed(),
+    })
 }
 
 /// Runs every setup's rounds; the first (the tracer's own choice, empty) also says what the tracer
@@ -43,10 +47,12 @@ pub fn measure(
     flags: bool,
     cfg: LoadConfig,
 ) -> anyhow::Result<(Offer, Vec<SetupRuns>)> {
-    let round = |tag: &str, setup: Setup| {
+    let mut sides = ProgramSides::default();
+    let mut round = |tag: &str, setup: Setup| {
         super::check_interrupted()?;
         bed.flush_conntrack()?;
-        let r = stats_round(tracer, dir, tag, setup, || storm(bed, cfg))?;
+        let mut r = stats_round(tracer, dir, tag, setup, || storm(bed, cfg))?;
+        sides.mark(tracer, dir, &mut r)?;
         eprintln!(
             "bench: stats round {:<44} {:>7} connects, {:.1} program runs per connect",
             setup.label(r.tiers()),
@@ -87,6 +93,39 @@ pub fn rows(
     table: &mut Table,
 ) {
     let auto = offer.report.chosen;
+    let names = |tiers: &[&str]| tiers.join(", ");
+    table.info(
+        format!("hook tiers, {kernel}"),
+        format!(
+            "the tracer's own choice {auto}; the kernel allows DNS {}, TCP {}{}{}",
+            names(
+                &offer
+                    .report
+                    .dns_available
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+            ),
+            names(
+                &offer
+                    .report
+                    .tcp_available
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+            ),
+            if offer.report.not_used.is_empty() {
+                String::new()
+            } else {
+                format!("; not used: {}", offer.report.not_used.join("; "))
+            },
+            if offer.report.reported {
+                ""
+            } else {
+                " (a tracer before hook tiers: today's design)"
+            }
+        ),
+    );
     for r in runs {
         let w = &r.working;
         let label = w.setup.label(auto);
@@ -113,7 +152,10 @@ pub fn rows(
                 .and_then(|e| e.program(&p.name))
                 .map(ProgRuns::ns_per_run);
             let ns = match empty_ns {
-                Some(e) => format!(", {:.0} ns/run working, {e:.0} empty", p.ns_per_run()),
+                Some(e) if e.is_finite() => {
+                    format!(", {:.0} ns/run working, {e:.0} empty", p.ns_per_run())
+                }
+                Some(_) => format!(", {:.0} ns/run working, no empty run", p.ns_per_run()),
                 None => String::new(),
             };
             table.info(
@@ -137,11 +179,35 @@ pub fn rows(
             );
         } else {
             table.check(figure, format!("{dns:.3}"), "0", dns < DNS_RUNS_ZERO);
+            if dns >= DNS_RUNS_ZERO {
+                table.notes.push(dns_runs_note(kernel, &label, w, dns));
+            }
         }
         if let Some(empty) = &r.empty {
             body_rows(&label, empty, w, table);
         }
     }
+}
+
+/// Why DNS programs ran during a storm that makes no DNS query: which ran, and the storm's share of
+/// failed connects (the tracer looks the backend of each failure up in conntrack over netlink, one
+/// request and one reply, and the socket-call hooks see every socket's calls, netlink included).
+fn dns_runs_note(kernel: &str, label: &str, w: &StatsRound, dns: f64) -> String {
+    let per = |p: &ProgRuns| (p.runs as f64 - p.background).max(0.0) / w.units.max(1) as f64;
+    let which: Vec<String> = w
+        .programs
+        .iter()
+        .filter(|p| p.dns && p.runs > 0)
+        .map(|p| format!("{} {:.3}", p.name, per(p)))
+        .collect();
+    format!(
+        "{kernel}, {label}: the DNS programs ran {dns:.3} times per connect ({}) though the storm \
+         sends no DNS query. {:.1}% of its connects failed, and for each failure the tracer asks \
+         conntrack for the backend over netlink (a request and a reply): hooks on socket calls \
+         see those of every socket on the node, the tracer's own included",
+        which.join(", "),
+        w.failed as f64 * 100.0 / w.units.max(1) as f64
+    )
 }
 
 /// Program time of a working round by the stats' clock, and the part of it that is the floor (each

@@ -8,7 +8,7 @@ use super::{
     check_interrupted, cpu_time, peers,
     report::Table,
     schedule::{self, Measured, Spread},
-    stats_round::{StatsRound, stats_round},
+    stats_round::{LoadWindow, StatsRound, stats_round},
     testbed::Pair,
     tiers::{Offer, Setup},
     traffic::{self, DATAGRAM_BYTES, Moved, Traffic},
@@ -47,7 +47,11 @@ pub fn run(
             let r = stats_round(tracer, dir, &format!("traffic-{i}"), *setup, || {
                 let m = traffic::run(&pair, kind, cfg.round)?;
                 calls.set(m.calls);
-                Ok((m.packets, Duration::from_secs_f64(m.secs)))
+                Ok(LoadWindow {
+                    units: m.packets,
+                    elapsed: Duration::from_secs_f64(m.secs),
+                    failed: 0,
+                })
             })?;
             counted.push((r, calls.get()));
         }

@@ -107,6 +107,8 @@ pub struct HookReport {
     pub tcp_available: Vec<TcpTier>,
     /// False for a tracer that reports no `hooks` object (today's design, no tier flags).
     pub reported: bool,
+    /// Better tiers the tracer did not use here, each with its reason ("DNS fentry: ...").
+    pub not_used: Vec<String>,
 }
 
 impl HookReport {
@@ -116,6 +118,7 @@ impl HookReport {
             dns_available: vec![DnsTier::CgroupSkb],
             tcp_available: vec![TcpTier::Tracepoint],
             reported: false,
+            not_used: Vec::new(),
         }
     }
 
@@ -126,11 +129,24 @@ impl HookReport {
         };
         let (dns, dns_available) = side::<DnsTier>(hooks, "dns")?;
         let (tcp, tcp_available) = side::<TcpTier>(hooks, "tcp")?;
+        let not_used = [("DNS", "dns"), ("TCP", "tcp")]
+            .into_iter()
+            .flat_map(|(label, side)| {
+                hooks[side]["not_used"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(move |(tier, why)| {
+                        format!("{label} {tier}: {}", why.as_str().unwrap_or_default())
+                    })
+            })
+            .collect();
         Ok(HookReport {
             chosen: Tiers { dns, tcp },
             dns_available,
             tcp_available,
             reported: true,
+            not_used,
         })
     }
 
@@ -340,10 +356,12 @@ mod tests {
     #[test]
     fn hooks_give_the_chosen_tiers_and_the_forced_setups() {
         let kernel = serde_json::json!({"hooks": {
-            "dns": {"tier": "tracepoint", "available": ["tracepoint", "cgroup-skb"]},
+            "dns": {"tier": "tracepoint", "available": ["tracepoint", "cgroup-skb"],
+                    "not_used": {"fentry": "EPERM at load"}},
             "tcp": {"tier": "tracepoint", "available": ["tracepoint"]}}});
         let report = HookReport::from_kernel_object(&kernel).expect("parses");
         assert_eq!(report.chosen.dns, DnsTier::Tracepoint);
+        assert_eq!(report.not_used, ["DNS fentry: EPERM at load"]);
         let offer = Offer {
             flags: true,
             report,

@@ -26,7 +26,7 @@ pub struct VmConfig {
 /// Boots the VM and adds its rows; a VM that could not run is a MISS with its reason, not an
 /// error that loses the rest of the run.
 pub fn run(tracer: &Path, dir: &Path, cfg: VmConfig, table: &mut Table) {
-    match boot_and_count(tracer, dir, cfg) {
+    match boot_and_count(tracer, dir, cfg, table) {
         Ok((release, offer, runs)) => {
             storm_runs::rows(
                 &format!("Linux {release} (VM)"),
@@ -66,6 +66,7 @@ fn boot_and_count(
     tracer: &Path,
     dir: &Path,
     cfg: VmConfig,
+    table: &mut Table,
 ) -> anyhow::Result<(String, Offer, Vec<SetupRuns>)> {
     let kernel = kernels::debian_kernel(cfg.series)?;
     // The guest reads the host's files through 9p: copies, so a rebuild meanwhile changes nothing.
@@ -85,7 +86,12 @@ fn boot_and_count(
         &log,
         VM_TIMEOUT,
     )?;
-    let (rounds, error, done) = guest::parse_console(&booted.text);
+    let guest::Console {
+        rounds,
+        failed,
+        error,
+        done,
+    } = guest::parse_console(&booted.text);
     if let Some(e) = error {
         anyhow::bail!("the guest failed: {e} (console in {})", log.display());
     }
@@ -100,7 +106,7 @@ fn boot_and_count(
         .first()
         .with_context(|| format!("the guest printed no round (console in {})", log.display()))?;
     let offer = Offer {
-        flags: rounds.len() > 1,
+        flags: first.report.reported,
         report: if first.report.reported {
             first.report.clone()
         } else {
@@ -113,6 +119,25 @@ fn boot_and_count(
         rounds.len(),
         offer.report.chosen
     );
+    for (setup, e) in &failed {
+        // The round that would have checked this tier's DNS runs did not run: no PASS for it.
+        table.check(
+            format!(
+                "DNS program runs per TCP connect, Linux {} (VM), {}",
+                kernel.release,
+                setup.label(offer.report.chosen)
+            ),
+            "not measured (see the note)",
+            "0",
+            false,
+        );
+        table.notes.push(format!(
+            "the {} VM's round with {}: {e} (console in {})",
+            cfg.series,
+            setup.label(offer.report.chosen),
+            log.display()
+        ));
+    }
     Ok((
         kernel.release,
         offer,
