@@ -197,7 +197,7 @@ fn rows(
     table: &mut Table,
 ) {
     let total = measured(costs, Cost::total);
-    let none = Spread::of(&schedule::values(&total, 0));
+    let none = Spread::robust(&schedule::values(&total, 0));
     table.info(
         format!(
             "loopback connect/accept/close on CPU {cpu}, no tracer: CPU per connect (median of {})",
@@ -212,9 +212,9 @@ fn rows(
             super::report::median(wall_rate),
         ),
     );
-    let added = |arm: usize, base: usize| Spread::of(&schedule::differences(&total, arm, base));
+    let added = |arm: usize, base: usize| Spread::robust(&schedule::differences(&total, arm, base));
     let part = |arm: usize, f: fn(Cost) -> f64| {
-        Spread::of(&schedule::differences(&measured(costs, f), arm, 0)).median
+        Spread::robust(&schedule::differences(&measured(costs, f), arm, 0)).median
     };
     for (i, arm) in arms.iter().enumerate().skip(1) {
         if matches!(arm, Arm::Tracer { stats: true, .. }) {

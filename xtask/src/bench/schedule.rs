@@ -74,15 +74,33 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// The median's error from the standard deviation (the storm's figures, as they always were).
     pub fn of(values: &[f64]) -> Spread {
+        Spread {
+            error: median_uncertainty(values),
+            ..Spread::robust(values)
+        }
+    }
+
+    /// The median's error from the median absolute deviation (1.4826 MAD estimates the standard
+    /// deviation of normally spread values): one round disturbed by the rest of a shared machine
+    /// does not inflate it.
+    pub fn robust(values: &[f64]) -> Spread {
         let (least, most) = values
             .iter()
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
                 (lo.min(*v), hi.max(*v))
             });
+        let m = median(values);
+        let deviations: Vec<f64> = values.iter().map(|v| (v - m).abs()).collect();
+        let error = if values.len() < 3 {
+            f64::NAN
+        } else {
+            1.2533 * 1.4826 * median(&deviations) / (values.len() as f64).sqrt()
+        };
         Spread {
-            median: median(values),
-            error: median_uncertainty(values),
+            median: m,
+            error,
             least,
             most,
         }
@@ -126,6 +144,17 @@ mod tests {
             firsts.contains(&0) && firsts.contains(&1) && firsts.contains(&2),
             "{firsts:?}"
         );
+    }
+
+    #[test]
+    fn one_wild_round_inflates_the_sd_error_but_not_the_robust_one() {
+        let calm = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 1.02];
+        let mut wild = calm;
+        wild[0] = 9.0;
+        let (sd, robust) = (Spread::of(&wild), Spread::robust(&wild));
+        assert!(sd.error > 1.0, "{sd:?}");
+        assert!(robust.error < 0.1, "{robust:?}");
+        assert!((Spread::robust(&calm).error - Spread::of(&calm).error).abs() < 0.05);
     }
 
     #[test]

@@ -355,9 +355,17 @@ pub fn completeness(
         ));
     }
     if !complete || t.dropped_total > 0 {
-        table
-            .notes
-            .push(format!("completeness: tracer dropped {}", t.dropped));
+        table.notes.push(format!(
+            "completeness: the tracer reported {} failures of the {seen} the load saw ({} cut at \
+             the end of the round); dropped: {}",
+            t.failures_reported,
+            load.cut,
+            if t.dropped.is_empty() {
+                "none counted".to_string()
+            } else {
+                t.dropped.clone()
+            }
+        ));
     }
     Ok(())
 }

@@ -79,7 +79,7 @@ pub fn run(
                 let _ = std::fs::remove_file(&r.output);
             }
             eprintln!(
-                "bench: {} cycle {}/{} {:<44} {} per CPU-second (the cheapest batch: {})",
+                "bench: {} cycle {}/{} {:<44} {} per CPU-second (the cheapest batch: {}; {} units, {} packets, {:.2} s of CPU in {:.2} s)",
                 kind.name(),
                 cycle + 1,
                 cfg.cycles,
@@ -90,6 +90,10 @@ pub fn run(
                 },
                 rate_text(kind, moved.per_cpu_second()),
                 rate_text(kind, 1e9 / moved.least_ns_per_unit),
+                moved.units,
+                moved.packets,
+                moved.cpu.as_secs_f64(),
+                moved.secs,
             );
             if arm == 0 {
                 none_moved.push(moved);
@@ -131,7 +135,7 @@ fn rows(
     table: &mut Table,
 ) {
     let auto = offer.report.chosen;
-    let none = Spread::of(&schedule::values(rates, 0));
+    let none = Spread::robust(&schedule::values(rates, 0));
     let of_none =
         |f: fn(&Moved) -> f64| super::report::median(&none_moved.iter().map(f).collect::<Vec<_>>());
     let packets_per_cpu_sec = of_none(|m| m.packets as f64 / m.cpu.as_secs_f64().max(1e-9));
@@ -159,7 +163,7 @@ fn rows(
         let per_packet_tier = setup.tiers(auto).dns.per_packet();
         let ratios = schedule::ratios(rates, arm, 0);
         let losses: Vec<f64> = ratios.iter().map(|r| 1.0 - r).collect();
-        let loss = Spread::of(&losses);
+        let loss = Spread::robust(&losses);
         let value = format!(
             "{:.1}% {} (cycles {:.1}..{:.1}%)",
             loss.median * 100.0,

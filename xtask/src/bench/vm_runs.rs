@@ -95,10 +95,16 @@ fn boot_and_count(
     if let Some(e) = error {
         anyhow::bail!("the guest failed: {e} (console in {})", log.display());
     }
-    if booted.timed_out || !done {
+    if booted.timed_out {
         anyhow::bail!(
             "the VM did not finish within {} s (console in {})",
             VM_TIMEOUT.as_secs(),
+            log.display()
+        );
+    }
+    if !done {
+        anyhow::bail!(
+            "the VM stopped before the guest finished (console in {})",
             log.display()
         );
     }

@@ -166,9 +166,11 @@ pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
             .flatten()
             .map(|e| e.path())
             .filter(|p| {
+                // The VMs are x86-64: a cached arm64 kernel of the series is not one to boot.
                 p.file_name().is_some_and(|n| {
-                    n.to_string_lossy()
-                        .starts_with(&format!("linux-image-{}.", series.name))
+                    let n = n.to_string_lossy();
+                    n.starts_with(&format!("linux-image-{}.", series.name))
+                        && n.ends_with("-amd64-unsigned")
                 }) && p.join("boot").is_dir()
             })
             .max_by_key(|p| version_numbers(&p.to_string_lossy()))
