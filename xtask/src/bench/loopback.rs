@@ -18,11 +18,12 @@ use anyhow::{Context as _, bail};
 
 use super::{cpu_time, interrupted, testbed};
 
-/// Connects per batch: a round's CPU time is read once per batch, and its figure is the cheapest
-/// batch. Other work on a shared machine only ever adds to a batch (a preemption that leaves the
-/// caches cold, an interrupt landing on the thread), and it comes and goes within a round: the
-/// cheapest batch is the connect's own cost, while the tracer's programs run on every connect of
-/// every batch.
+/// Connects per batch: a round's CPU time is read once per batch, and its figure is the mean of its
+/// cheapest tenth of batches. Other work on a shared machine only ever adds to a batch (a
+/// preemption that leaves the caches cold, an interrupt landing on the thread), and it comes and
+/// goes within a round: the cheapest batches are the connect's own cost, while the tracer's
+/// programs run on every connect of every batch. A tenth, not the single cheapest, so that one
+/// lucky batch does not set the round.
 pub const BATCH: u64 = 100;
 
 /// One round of the loop.
@@ -43,9 +44,12 @@ impl LoopRound {
             .collect()
     }
 
-    /// The cheapest batch's CPU time per connect, ns.
-    pub fn least_ns_per_connect(&self) -> f64 {
-        self.ns_per_connect().into_iter().fold(f64::NAN, f64::min)
+    /// The mean CPU time per connect of the cheapest tenth of the batches (at least one), ns.
+    pub fn cheapest_ns_per_connect(&self) -> f64 {
+        let mut per = self.ns_per_connect();
+        per.sort_by(f64::total_cmp);
+        let n = (per.len() / 10).max(1);
+        per.iter().take(n).sum::<f64>() / n as f64
     }
 
     /// The median batch's CPU time per connect, ns.

@@ -138,9 +138,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub tracer_bin: Option<PathBuf>,
     /// Cycles of the paired loopback rounds (each: no tracer, the tracer, today's design, the tracer
-    /// with the stats on); at least 10.
-    #[arg(long, default_value_t = 10)]
-    pub loopback_cycles: usize,
+    /// with the stats on); at least 10 (default 20; 10 with --quick).
+    #[arg(long)]
+    pub loopback_cycles: Option<usize>,
     /// Connects per loopback round (default 20000; 5000 with --quick).
     #[arg(long)]
     pub loopback_connects: Option<u64>,
@@ -422,7 +422,10 @@ impl BedRun<'_> {
                 dir,
                 self.offer,
                 paired_cpu::PairedConfig {
-                    cycles: args.loopback_cycles.max(10),
+                    cycles: args
+                        .loopback_cycles
+                        .unwrap_or(if args.quick { 10 } else { 20 })
+                        .max(10),
                     connects: args
                         .loopback_connects
                         .unwrap_or(if args.quick { 10_000 } else { 20_000 })

@@ -20,7 +20,7 @@ use super::{
 
 /// The tracer's added CPU per connect, at most this share of today's design's.
 pub const TARGET_SHARE: f64 = 0.5;
-/// Time between the tracer saying it is attached and the round: its start-up ends first.
+/// Time between a round's start (the tracer attached, or none) and its measurement.
 const SETTLE: Duration = Duration::from_millis(300);
 
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +37,7 @@ enum Arm {
 }
 
 /// CPU per connect of one round, in ns: the loop's (its thread and its CPU's softirq thread, the
-/// cheapest batch of the round) and the tracer process's (over the round).
+/// cheapest tenth of the round's batches) and the tracer process's (over the round).
 #[derive(Debug, Clone, Copy, Default)]
 struct Cost {
     looping: f64,
@@ -94,10 +94,12 @@ pub fn run(
                 };
                 let output = dir.join(format!("paired-{cycle}-{arm_index}.jsonl"));
                 let running = peers::start_tracer_with(tracer, &setup.args(), output)?;
-                std::thread::sleep(SETTLE);
                 (guard, Some(running))
             }
         };
+        // Every arm waits alike: a tracer's start-up, or the last one's teardown (programs and
+        // maps freed after an RCU grace period), ends before the round.
+        std::thread::sleep(SETTLE);
         let pid = running.as_ref().map(peers::Running::pid);
         let before = pid.map(cpu_time::process).transpose()?;
         let round = lo.run(cfg.connects)?;
@@ -112,7 +114,7 @@ pub fn run(
         drop(stats);
         let n = round.connects.max(1) as f64;
         let cost = Cost {
-            looping: round.least_ns_per_connect(),
+            looping: round.cheapest_ns_per_connect(),
             tracer: tracer_cpu.as_nanos() as f64 / n,
         };
         if arm == Arm::NoTracer {
@@ -204,7 +206,7 @@ fn rows(
             cfg.cycles
         ),
         format!(
-            "{:.0} ns {} (the cheapest batch of {} per round of {}; {:.0} connects/s)",
+            "{:.0} ns {} (the cheapest tenth of batches of {} in rounds of {}; {:.0} connects/s)",
             none.median,
             none.error_text(1.0, 0),
             super::loopback::BATCH,
