@@ -141,7 +141,7 @@ pub struct BenchArgs {
     /// with the stats on); at least 10 (default 20; 10 with --quick).
     #[arg(long)]
     pub loopback_cycles: Option<usize>,
-    /// Connects per loopback round (default 20000; 5000 with --quick).
+    /// Connects per loopback round (default 20000; 10000 with --quick).
     #[arg(long)]
     pub loopback_connects: Option<u64>,
     /// Cycles of the alternated traffic rounds (default 8; 3 with --quick).
