@@ -2,6 +2,10 @@
 //!
 //! - `testbed`: network namespaces, veth pairs, listeners and nft rules the tests build and remove.
 //!   No namespace has a route out: all test traffic stays inside them.
+//! - `cluster_bed`: node namespaces on one fabric, each with a pod bridge and routes to the others'
+//!   pods: a small cluster for the cluster-wide tests.
+//! - `prometheus`: a real Prometheus scraping the tracers, and its HTTP API.
+//! - `tmux`: a real terminal for the TUI.
 //! - `api_fixture`: a stand-in Kubernetes API (not a real one) that lists a kubectl-format snapshot or
 //!   scripted list/watch replies; the tracer's own watch tests include it too.
 //! - `kernel_facts`: the running kernel's release and tracepoints, read without the tracer.
@@ -12,8 +16,11 @@
 //!   JSON records it emits.
 pub mod api_fixture;
 pub mod cilium_lb;
+pub mod cluster_bed;
 pub mod kernel_facts;
 pub mod kernel_maps;
+pub mod prometheus;
 pub mod socket_lb;
 pub mod testbed;
+pub mod tmux;
 pub mod tracer;

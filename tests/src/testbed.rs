@@ -704,11 +704,22 @@ impl ReturnPathBed {
         }
     }
 
-    /// Cuts the return path on the ingress node: what the pod sends is dropped there.
+    /// Cuts the return path on the ingress node: what the pod sends is dropped there, before the
+    /// node's conntrack sees it.
     pub fn cut_return_path(&self) {
         let pod_ip = self.pod_addr.ip();
         self.ingress.nft(&format!(
             "table ip cut {{\n  chain prerouting {{\n    type filter hook prerouting priority raw;\n    \
+             ip saddr {pod_ip} drop\n  }}\n}}\n"
+        ));
+    }
+
+    /// Cuts the return path in the ingress node's forward chain: its conntrack sees what the pod
+    /// sends (a SYN-ACK marks the entry replied), then it is dropped.
+    pub fn cut_return_path_after_conntrack(&self) {
+        let pod_ip = self.pod_addr.ip();
+        self.ingress.nft(&format!(
+            "table ip cut {{\n  chain forward {{\n    type filter hook forward priority filter;\n    \
              ip saddr {pod_ip} drop\n  }}\n}}\n"
         ));
     }

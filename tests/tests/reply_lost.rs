@@ -238,3 +238,36 @@ fn syn_acks_cut_on_the_ingress_node_are_a_handshake_that_never_completed() {
         "{end}"
     );
 }
+
+#[test]
+fn a_clients_own_unacknowledged_request_is_not_a_servers_lost_reply() {
+    // Regression (#28): the client's socket, whose request and close the cut return path leaves
+    // unacknowledged, was reported as replies lost, with its ephemeral port as `local`.
+    let bed = ReturnPathBed::new("rpk");
+    bed.pod
+        .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_retries2=3"]);
+    let mut client_side = Tracer::start(&["--netns", bed.client.name()]);
+    let mut server_side = Tracer::start(&[
+        "--netns",
+        bed.pod.name(),
+        "--conntrack-netns",
+        bed.ingress.name(),
+    ]);
+    let served = server(&bed, 1);
+    let mut cut = client_connect(&bed);
+    bed.cut_return_path();
+    cut.write_all(b"GET /").expect("request");
+    // The same cut leaves both ends retransmitting: the server its answer, the client its request.
+    let live = server_side.expect("the server's replies lost", Duration::from_secs(8), |v| {
+        v["kind"] == "reply_lost"
+    });
+    assert_eq!(live["local"], bed.pod_addr.to_string(), "{live}");
+    drop(cut);
+    client_side.collect_for(Duration::from_secs(4));
+    let client_reports = replies_lost(&client_side);
+    assert!(
+        client_reports.is_empty(),
+        "the client's socket is no server: {client_reports:?}"
+    );
+    let _ = served.join();
+}

@@ -7,7 +7,7 @@ use std::{
 
 use serde_json::Value;
 use tests::{
-    testbed::{Listener, ServiceBed, nft_drop_syn_to},
+    testbed::{Listener, ReturnPathBed, ServiceBed, nft_drop_syn_to},
     tracer::Tracer,
 };
 
@@ -535,4 +535,148 @@ fn a_host_network_connect_to_a_backend_nobody_has_is_unreachable_and_named() {
     assert_eq!(r["verdict"], "unreachable", "{r}");
     assert_eq!(r["service"], format!("{vip}:{SVC_PORT}"), "{r}");
     assert_eq!(r["backend"], format!("{gone}:{POD_PORT}"), "{r}");
+}
+
+#[test]
+fn a_syn_ack_dropped_after_the_nodes_conntrack_is_no_answered_connect() {
+    // Regression (#28): the ingress node's conntrack saw the pod's SYN-ACK before the node dropped
+    // it, and the `service` record counted the abandoned connect's backend `established`.
+    let bed = ReturnPathBed::new("sva");
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--conntrack-netns",
+        bed.ingress.name(),
+    ]);
+    let addr = SocketAddr::V4(bed.pod_addr);
+    let _listener = bed
+        .pod
+        .run_in("sva-bind", move || std::net::TcpListener::bind(addr))
+        .expect("the server listens");
+    bed.cut_return_path_after_conntrack();
+    let dst = SocketAddr::V4(bed.node_port);
+    let answered = bed.client.run_in("sva-client", move || {
+        std::net::TcpStream::connect_timeout(&dst, Duration::from_millis(2500)).is_ok()
+    });
+    assert!(!answered, "the client never gets the SYN-ACK");
+    let end = tracer.expect("the connect's end", Duration::from_secs(5), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(end["verdict"], "abandoned", "{end}");
+    assert_eq!(end["backend"], bed.pod_addr.to_string(), "{end}");
+    // Service records come every stats interval (1 s); a few cover the dumps after the SYN-ACK.
+    tracer.collect_for(Duration::from_secs(4));
+    let services: Vec<&Value> = tracer
+        .seen
+        .iter()
+        .filter(|v| v["kind"] == "service" && v["service"] == bed.node_port.to_string())
+        .collect();
+    assert!(!services.is_empty(), "the Service view names the NodePort");
+    for s in &services {
+        for b in s["backends"].as_array().expect("backends") {
+            assert!(
+                b["verdicts"].get("established").is_none(),
+                "the abandoned connect was counted answered: {s}"
+            );
+        }
+    }
+    let last = services.last().expect("a service record");
+    assert_eq!(last["total"], 1, "one connect, abandoned: {last}");
+    assert_eq!(last["failing"], 1, "{last}");
+}
+
+/// kube-proxy's iptables rules (as `iptables-save` shows them) for Service app/web:http at `vip`
+/// with the one endpoint `to`.
+fn kube_proxy_one_endpoint(vip: SocketAddr, to: SocketAddrV4) -> String {
+    let (svc, sep) = ("KUBE-SVC-TBGONE0000000000", "KUBE-SEP-TBGONE0000000000");
+    format!(
+        "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n\
+         :{svc} - [0:0]\n:{sep} - [0:0]\n\
+         -A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+         -A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\n\
+         -A KUBE-SERVICES -d {ip}/32 -p tcp -m comment --comment \"app/web:http cluster IP\" -m tcp --dport {port} -j {svc}\n\
+         -A {svc} -m comment --comment \"app/web:http -> {to}\" -j {sep}\n\
+         -A {sep} -s {to_ip}/32 -m comment --comment \"app/web:http\" -j KUBE-MARK-MASQ\n\
+         -A {sep} -p tcp -m comment --comment \"app/web:http\" -m tcp -j DNAT --to-destination {to}\n\
+         COMMIT\n",
+        ip = vip.ip(),
+        port = vip.port(),
+        to_ip = to.ip(),
+    )
+}
+
+/// Service app/web whose EndpointSlice still lists `gone` for pod web-gone, which no longer exists.
+fn only_endpoint_gone(vip: SocketAddr, gone: SocketAddrV4) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "app"},
+         "spec": {"type": "ClusterIP", "clusterIP": vip.ip().to_string(), "selector": {"app": "web"},
+                  "ports": [{"name": "http", "port": vip.port(), "targetPort": gone.port(), "protocol": "TCP"}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+         "metadata": {"name": "web-x7k2p", "namespace": "app", "labels": {"kubernetes.io/service-name": "web"}},
+         "ports": [{"name": "http", "port": gone.port(), "protocol": "TCP"}],
+         "endpoints": [{"addresses": [gone.ip().to_string()], "conditions": {"ready": true},
+                        "targetRef": {"kind": "Pod", "namespace": "app", "name": "web-gone"}}]}
+    ]})
+}
+
+#[test]
+fn a_service_whose_only_endpoint_is_gone_from_the_bridge_names_it_from_the_rules() {
+    // Regression (#28): the SYNs wait for ARP on the node's bridge and the node's conntrack holds
+    // no entry for them, so the `unanswered` and `unreachable` records had neither `service` nor
+    // `backend`. The node's Service rules allow one backend only: that one is named.
+    let bed = ServiceBed::new("gonb", 0);
+    let gone = SocketAddrV4::new(
+        std::net::Ipv4Addr::new(10, 231, bed.vip.octets()[2], 99),
+        POD_PORT,
+    );
+    let vip = SocketAddr::from(SocketAddrV4::new(bed.vip, SVC_PORT));
+    bed.node
+        .iptables_restore(&kube_proxy_one_endpoint(vip, gone));
+    let state = std::env::temp_dir().join(format!(
+        "tracer-test-{}-{}.json",
+        std::process::id(),
+        bed.node.name()
+    ));
+    std::fs::write(&state, only_endpoint_gone(vip, gone).to_string()).expect("cluster state");
+    let mut tracer = tracer_for(
+        &bed,
+        &["--cluster-state", state.to_str().expect("a UTF-8 path")],
+    );
+    // The audit has read the rules once it reports the entry stale (its pod is gone).
+    tracer.expect("the rules read", Duration::from_secs(10), |v| {
+        v["kind"] == "stale_datapath"
+    });
+    let connect = bed.client.spawn_in("tc-gone", move || {
+        std::net::TcpStream::connect_timeout(&vip, Duration::from_secs(10))
+            .map(|_| ())
+            .map_err(|e| e.raw_os_error())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let entries = bed
+        .node
+        .exec(&["conntrack", "-L", "-d", &bed.vip.to_string()]);
+    assert!(
+        String::from_utf8_lossy(&entries.stdout).trim().is_empty(),
+        "the bed's premise: no conntrack entry while the SYNs wait for ARP: {}",
+        String::from_utf8_lossy(&entries.stdout)
+    );
+    assert_eq!(
+        connect.join().expect("client thread"),
+        Err(Some(libc::EHOSTUNREACH))
+    );
+    let end = tracer.expect("unreachable", Duration::from_secs(8), |v| {
+        v["kind"] == "connect" && v["final"] == true
+    });
+    assert_eq!(end["verdict"], "unreachable", "{end}");
+    let records = tracer.connect_records();
+    assert!(
+        records.len() >= 2,
+        "live unanswered, then the end: {records:?}"
+    );
+    for r in records {
+        assert_eq!(r["service"], vip.to_string(), "{r}");
+        assert_eq!(r["backend"], gone.to_string(), "{r}");
+    }
+    assert_eq!(end["cluster_verdict"], "backend is no live pod", "{end}");
+    let _ = std::fs::remove_file(&state);
 }

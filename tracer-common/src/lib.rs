@@ -411,7 +411,11 @@ pub struct SockOffsets {
     /// `socket_alloc.socket`, plus `inode.i_ino`. Userspace finds the process holding the socket by
     /// that number (`socket:[N]` in `/proc/PID/fd`).
     pub socket_ino: u32,
-    pub _pad: [u32; 2],
+    /// `struct sock.sk_max_ack_backlog` (u32): `listen()`'s backlog on a listener, copied into every
+    /// socket it accepts (`sk_clone_lock` copies the listener and does not reset it), 0 on a socket
+    /// that called `connect()`. Tells a server's socket from a client's.
+    pub sk_max_ack_backlog: u32,
+    pub _pad: u32,
 }
 const _: () = assert!(size_of::<SockOffsets>() == 112);
 

@@ -127,7 +127,8 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     sk_socket: 0,
     skc_num: 0,
     socket_ino: 0,
-    _pad: [0; 2],
+    sk_max_ack_backlog: 0,
+    _pad: 0,
 };
 
 pub fn sock_offsets() -> SockOffsets {

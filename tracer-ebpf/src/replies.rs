@@ -1,5 +1,5 @@
 //! Replies that do not reach the peer (the server side of incident 002: the SNAT state on the return
-//! path was gone). A socket that retransmits data gets an entry in `REPLY_LOSSES` at its first data
+//! path was gone). A socket a listener accepted that retransmits data gets an entry in `REPLY_LOSSES` at its first data
 //! retransmit; at `REPLY_LIVE_AT` unacknowledged retransmits it is reported live; when it is freed
 //! with data still unacknowledged (the kernel gave up, or the application closed and the orphan
 //! gave up), the end is reported. Healthy sockets never get here: retransmits are rare, and the end
@@ -72,6 +72,11 @@ pub fn retransmitted(sk: u64, state: u8) {
     let netns_inode = sock_fields::netns_inode(sk);
     let only = filter().netns_inode;
     if only != 0 && netns_inode != only {
+        return;
+    }
+    // A client's own data (a request, its FIN) unacknowledged is not a server's lost reply, and its
+    // local port is an ephemeral one: only sockets a listener accepted are followed.
+    if !sock_fields::accepted(sk) {
         return;
     }
     let loss = first_retransmit(key, now, netns_inode, sk, sock_fields::addrs(sk), state);

@@ -170,3 +170,10 @@ pub fn socket_inode(sock: u64) -> u64 {
 pub fn rcv_nxt(sock: u64) -> u32 {
     field(sock, sock_offsets().tcp_rcv_nxt)
 }
+
+/// Whether the socket was accepted from a listener (a server's end), not opened by `connect()`: an
+/// accepted socket keeps its listener's `sk_max_ack_backlog` (the socket is cloned from the
+/// listener), a connecting one has 0. (A listener with `listen(fd, 0)` gives its sockets 0 too.)
+pub fn accepted(sock: u64) -> bool {
+    field::<u32>(sock, sock_offsets().sk_max_ack_backlog) != 0
+}

@@ -135,6 +135,19 @@ pub struct TuiArgs {
     /// a person is watching).
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_seconds)]
     pub stats_interval: Duration,
+    /// Add a Cluster view: every node's tracer, from the Prometheus that scrapes the `DaemonSet`
+    /// (plain HTTP, like `http://prometheus.monitoring:9090`; a `kubectl port-forward` gives one).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// Only the Cluster view: do not trace this node (no root needed).
+    #[arg(long, requires = "prometheus")]
+    pub cluster_only: bool,
+    /// What the Cluster view calls now: the last this long, like `5m` or `90s`.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_window)]
+    pub cluster_window: Duration,
+    /// How often the Cluster view asks Prometheus.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_refresh)]
+    pub cluster_refresh: Duration,
 }
 
 impl TuiArgs {
@@ -207,6 +220,15 @@ pub enum SweepFormat {
     Text,
     /// The same as one JSON document.
     Json,
+}
+
+/// An interval of whole seconds from 1 s to 10 min: Prometheus is asked no faster.
+fn parse_refresh(s: &str) -> Result<Duration, String> {
+    let d = parse_seconds(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_mins(10) {
+        return Err(format!("'{s}' is out of range: give 1 to 600 seconds"));
+    }
+    Ok(d)
 }
 
 fn parse_window(s: &str) -> Result<Duration, String> {

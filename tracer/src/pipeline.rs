@@ -13,7 +13,7 @@ use tracer_common::{
 use crate::{
     clock::{KernelClock, Timestamp},
     conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
-    datapath::{Snapshot, audit::Audit},
+    datapath::{Snapshot, audit::Audit, backends::RuleBackends},
     decode::{KernelEvent, decode, ip_from_kernel, read_record},
     dns::{self, DnsTracker, Expired, Finding, HealthyTotals, is_dns_record},
     enrich::{self, Enricher, destinations},
@@ -67,6 +67,7 @@ impl Stages {
                 destroyed: options.destroyed,
                 reply_owners: hashbrown::HashMap::new(),
                 cilium: None,
+                rule_backends: RuleBackends::default(),
             },
             filter: options.filter,
             services: ServiceView::new(options.service_window),
@@ -275,6 +276,7 @@ impl Stages {
     /// One read of the node's datapath: the `stale_datapath` records of what changed, judged
     /// against the cluster state as of now.
     pub fn write_datapath(&mut self, snapshot: Snapshot, sink: &mut dyn Sink) -> io::Result<()> {
+        self.enricher.rule_backends.update(&snapshot);
         let view = self.enricher.identities.cluster_view();
         let time = Timestamp(std::time::SystemTime::now());
         for record in self.datapath.judge(snapshot, view.as_ref(), time) {

@@ -317,6 +317,12 @@ pub struct ReplyLostRecord {
     /// The address the client connected to (a `NodePort`, a Service), from the same entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_dialed: Option<SocketAddr>,
+    /// With cluster state: the node whose address `peer` is (the node that SNAT'd the client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_node: Option<String>,
+    /// With cluster state: the Service (`namespace/name`) whose EndpointSlices list `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_service: Option<String>,
     pub retransmits: u32,
     pub unacked_bytes: u32,
     /// From the first retransmit to this record.

@@ -220,3 +220,33 @@ fn the_daemonset_runs_on_every_node_with_host_namespaces_and_least_privilege() {
         );
     }
 }
+
+/// `deploy/grafana-dashboard.json`: Grafana's dashboard model with one `PromQL` query at least per
+/// panel, every query on the dashboard's one Prometheus variable. (That each query returns series
+/// is checked against a real Prometheus by `tests/tests/cluster_live.rs`.)
+#[test]
+fn the_grafana_dashboard_has_a_prometheus_query_per_panel() {
+    let text = std::fs::read_to_string(deploy_dir().join("grafana-dashboard.json")).expect("file");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(dashboard["uid"], "tracer-cluster");
+    assert_eq!(
+        dashboard["templating"]["list"][0]["name"], "datasource",
+        "the Prometheus is chosen at import"
+    );
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut ids: Vec<u64> = panels.iter().filter_map(|p| p["id"].as_u64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), panels.len(), "one id per panel");
+    for panel in panels {
+        let title = panel["title"].as_str().expect("a title");
+        assert_eq!(panel["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}");
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            assert!(expr.contains("tracer_"), "{title}: {expr}");
+            assert!(t["refId"].is_string(), "{title}");
+        }
+    }
+}

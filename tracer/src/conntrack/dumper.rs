@@ -1,6 +1,6 @@
 //! A background thread that dumps the conntrack table every interval, so a large table never stalls
 //! the ring-buffer consumer. From each dump it derives the answered connects per Service backend (new
-//! replied, DNAT'd entries) and the stale `[UNREPLIED]` entries.
+//! `[ASSURED]`, DNAT'd entries) and the stale `[UNREPLIED]` entries.
 use std::{
     net::SocketAddr,
     path::PathBuf,
@@ -10,7 +10,10 @@ use std::{
 
 use hashbrown::{HashMap, HashSet};
 
-use super::{netlink::Conntrack, stale::StaleNat};
+use super::{
+    netlink::{Conntrack, Entry},
+    stale::StaleNat,
+};
 use crate::{clock::Timestamp, record::StaleNatRecord};
 
 /// (Service, backend, connects answered since the previous dump).
@@ -66,36 +69,15 @@ fn run(
         }
     };
     let mut stale = StaleNat::new(stale_after);
-    // Replied entries already counted; the first dump only sets the baseline.
-    let mut counted: Option<HashSet<u32>> = None;
+    let mut answered = AnsweredCount::default();
     loop {
         let now = Instant::now();
         let result = match conntrack.dump() {
-            Ok(entries) => {
-                let time = Timestamp(SystemTime::now());
-                let mut answered: HashMap<(SocketAddr, SocketAddr), u64> = HashMap::new();
-                let replied: HashSet<u32> = entries
-                    .iter()
-                    .filter(|e| e.replied && e.backend().is_some())
-                    .map(|e| e.id)
-                    .collect();
-                if let Some(before) = &counted {
-                    for e in entries
-                        .iter()
-                        .filter(|e| e.replied && !before.contains(&e.id))
-                    {
-                        if let Some(backend) = e.backend() {
-                            *answered.entry((e.original.dst, backend)).or_default() += 1;
-                        }
-                    }
-                }
-                counted = Some(replied);
-                DumpResult::Summary {
-                    at: now,
-                    answered: answered.into_iter().map(|((s, b), n)| (s, b, n)).collect(),
-                    stale: stale.update(now, &entries, time),
-                }
-            }
+            Ok(entries) => DumpResult::Summary {
+                at: now,
+                answered: answered.since_last(&entries),
+                stale: stale.update(now, &entries, Timestamp(SystemTime::now())),
+            },
             Err(e) => DumpResult::Failed(e.to_string()),
         };
         if tx.send(result).is_err() {
@@ -105,5 +87,90 @@ fn run(
             Err(RecvTimeoutError::Timeout) => {}
             _ => return,
         }
+    }
+}
+
+/// Connects answered per (Service, backend), counted once per conntrack entry. An entry counts when
+/// it is `[ASSURED]`: the client acknowledged the backend's SYN-ACK, so its socket was answered. A
+/// reply alone (`SEEN_REPLY`) is not enough: a SYN-ACK dropped after this node's conntrack saw it
+/// (the return path cut on the node) never reached the client, whose connect is abandoned.
+#[derive(Debug, Default)]
+pub struct AnsweredCount {
+    /// Entries already counted; the first dump only sets the baseline.
+    counted: Option<HashSet<u32>>,
+}
+
+impl AnsweredCount {
+    pub fn since_last(&mut self, entries: &[Entry]) -> Answered {
+        let answered_entry = |e: &&Entry| e.assured && e.backend().is_some();
+        let mut answered: HashMap<(SocketAddr, SocketAddr), u64> = HashMap::new();
+        if let Some(before) = &self.counted {
+            for e in entries
+                .iter()
+                .filter(answered_entry)
+                .filter(|e| !before.contains(&e.id))
+            {
+                if let Some(backend) = e.backend() {
+                    *answered.entry((e.original.dst, backend)).or_default() += 1;
+                }
+            }
+        }
+        self.counted = Some(
+            entries
+                .iter()
+                .filter(answered_entry)
+                .map(|e| e.id)
+                .collect(),
+        );
+        answered.into_iter().map(|((s, b), n)| (s, b, n)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conntrack::netlink::{Direction, TcpState};
+
+    fn entry(id: u32, replied: bool, assured: bool) -> Entry {
+        let a = |s: &str| s.parse().expect("addr");
+        Entry {
+            id,
+            original: Direction {
+                src: a("10.233.1.2:40000"),
+                dst: a("10.233.1.1:30080"),
+            },
+            reply: Direction {
+                src: a("10.234.1.2:8080"),
+                dst: a("10.234.1.1:40000"),
+            },
+            replied,
+            assured,
+            dst_nat: true,
+            tcp_state: Some(if assured {
+                TcpState::Established
+            } else {
+                TcpState::SynRecv
+            }),
+            timeout_s: 60,
+        }
+    }
+
+    #[test]
+    fn a_syn_ack_the_client_never_acknowledged_is_no_answered_connect() {
+        let mut count = AnsweredCount::default();
+        assert!(count.since_last(&[]).is_empty(), "the baseline");
+        // The backend's SYN-ACK passed this node's conntrack and was dropped after it.
+        assert!(count.since_last(&[entry(7, true, false)]).is_empty());
+        // The client acknowledged it: one answered connect, counted once.
+        let answered = count.since_last(&[entry(7, true, true)]);
+        assert_eq!(
+            answered,
+            [(
+                "10.233.1.1:30080".parse().expect("addr"),
+                "10.234.1.2:8080".parse().expect("addr"),
+                1
+            )]
+        );
+        assert!(count.since_last(&[entry(7, true, true)]).is_empty());
     }
 }

@@ -50,6 +50,9 @@ pub struct Entry {
     pub reply: Direction,
     /// The reply has been seen (not `[UNREPLIED]`).
     pub replied: bool,
+    /// `[ASSURED]`: for TCP, the client acknowledged the server's SYN-ACK through this node (its
+    /// socket got the answer), not merely that a SYN-ACK passed here.
+    pub assured: bool,
     /// Destination NAT happened: `reply.src` is the backend of `original.dst`.
     pub dst_nat: bool,
     pub tcp_state: Option<TcpState>,
@@ -387,6 +390,7 @@ fn entry_from_proto(attributes: &[ConntrackAttribute], proto: Protocol) -> Optio
         original,
         reply: reply?,
         replied: status.contains(Status::SeenReply),
+        assured: status.contains(Status::Assured),
         dst_nat: status.contains(Status::DstNat),
         tcp_state: state,
         timeout_s: timeout,

@@ -97,6 +97,7 @@ mod tests {
                 dst: a("10.244.0.5:40000"),
             },
             replied,
+            assured: replied,
             dst_nat: true,
             tcp_state: Some(if replied {
                 TcpState::Established

@@ -13,9 +13,12 @@
 //!   source each interval, so a slow tool never delays the ring buffer.
 //! - `audit.rs`: each entry judged against the cluster state, reported at start and on change
 //!   (`stale_datapath` records), counted in `stats.datapath`.
+//! - `backends.rs`: the backends the rules allow per Service address, for a connect whose backend
+//!   conntrack cannot name (a SYN waiting for ARP on the node's bridge).
 //!
 //! Every source is one `Source` behind the `Reader` trait.
 pub mod audit;
+pub mod backends;
 pub mod cilium;
 pub mod iptables;
 pub mod ipvs;

@@ -53,6 +53,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             crate::tui::live(TuiArgs {
                 pipeline: trace.pipeline,
                 stats_interval: std::time::Duration::from_secs(1),
+                prometheus: None,
+                cluster_only: false,
+                cluster_window: std::time::Duration::from_mins(5),
+                cluster_refresh: std::time::Duration::from_secs(5),
             })
             .await
         }

@@ -13,9 +13,13 @@ use std::{
 use hashbrown::HashMap;
 use tracer_common::{FLAG_DIALED_BY_SOCKET_LB, FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
 
-use crate::conntrack::{
-    netlink::{Conntrack, Direction, Entry},
-    subscription::DestroySubscription,
+use crate::{
+    conntrack::{
+        netlink::{Conntrack, Direction, Entry},
+        subscription::DestroySubscription,
+    },
+    datapath::backends::RuleBackends,
+    identity::cluster::Proto,
 };
 
 use crate::{
@@ -46,6 +50,9 @@ pub struct Enricher {
     /// Cilium's load-balancing maps, for the Service of a socket its socket LB rewrote before our
     /// `connect()` hook ran; `None` where not looked for (replay, tests).
     pub cilium: Option<CiliumMaps>,
+    /// The backends the node's Service rules allow (read by the datapath audit), for a connect
+    /// whose conntrack entry does not exist.
+    pub rule_backends: RuleBackends,
 }
 
 /// The Service a connect meant and the backend it was sent to, when load balancing was seen.
@@ -80,7 +87,8 @@ impl Enricher {
     /// first, with no netlink round trip).
     /// Otherwise ask conntrack whether the socket's destination was DNAT'd (kube-proxy) and to
     /// which backend; if the entry is gone, the destroy events. A refusal by RST with no entry
-    /// left is what makes `auto` follow destroy events.
+    /// left is what makes `auto` follow destroy events. With no entry at all, the node's Service
+    /// rules, when they send the destination to one backend only.
     pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
         let (dst, dialed) = destinations(flow);
         if let Some(service) = dialed {
@@ -106,6 +114,19 @@ impl Enricher {
                 backend: dst,
             });
         }
+        self.conntrack_backend(flow, dst).or_else(|| {
+            self.rule_backends
+                .only_backend(dst, Proto::Tcp)
+                .map(|backend| ServiceBackend {
+                    service: dst,
+                    backend,
+                })
+        })
+    }
+
+    /// kube-proxy's DNAT as the node's conntrack holds it, or as a destroy event said.
+    fn conntrack_backend(&mut self, flow: &Flow, dst: SocketAddr) -> Option<ServiceBackend> {
+        let a = &flow.attempt;
         if a.sport == 0 {
             return None;
         }

@@ -1,14 +1,17 @@
 //! A socket whose replies were lost (`tracer-ebpf/src/replies.rs`) -> its record: wall time, the
 //! namespace's name, the process holding the socket, the client as this node's conntrack knows it,
-//! the pod at the local address, and the sentence.
+//! the pod and Service at the local address, the node the replies went to, and the sentence.
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use tracer_common::{EVENT_REPLY_END, ReplyEvent, STATE_SYN_RECV};
 
 use super::Enricher;
 use crate::{
-    conntrack::netlink::Direction, decode::ip_from_kernel, identity::socket_owner,
-    record::ReplyLostRecord, verdict::ReplyOutcome,
+    conntrack::netlink::Direction,
+    decode::ip_from_kernel,
+    identity::{node_address, socket_owner},
+    record::ReplyLostRecord,
+    verdict::ReplyOutcome,
 };
 
 /// Both ends of the socket of `ev`; `None` for an address family we do not know.
@@ -61,6 +64,11 @@ impl Enricher {
         if let (Some(owner), false) = (&owner, is_final) {
             self.reply_owners.insert(key, (owner.clone(), ev.event_ns));
         }
+        let ends = self
+            .identities
+            .cluster_view()
+            .map(|v| node_address::reply_ends(&v.state, local, peer))
+            .unwrap_or_default();
         let lost_for = Duration::from_nanos(ev.event_ns.saturating_sub(l.first_ns));
         ReplyLostRecord {
             time: self.time_of(ev.event_ns),
@@ -71,6 +79,8 @@ impl Enricher {
             peer,
             client,
             client_dialed,
+            peer_node: ends.peer_node,
+            local_service: ends.local_service,
             retransmits: l.retransmits,
             unacked_bytes: l.unacked,
             lost_for_ms: lost_for.as_millis() as u64,

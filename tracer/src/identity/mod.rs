@@ -10,6 +10,8 @@
 //! - `verdicts.rs`: the cluster-state verdicts (`backend is no live pod`, `endpoint does not
 //!   listen`, `DNS server is no live pod`) and their sentences.
 //! - `fields.rs`: the fields records carry.
+//! - `node_address.rs`: what a node's address stands for (the Service of a `NodePort`, the node a
+//!   reply went to).
 //!
 //! Source identity: cgroup id -> path -> container -> pod (by UID), else the pod whose address the
 //! source is; without Kubernetes the record keeps the process (`pid`, `comm`), its cgroup path and
@@ -20,6 +22,7 @@ pub mod cgroup;
 pub mod cgroup_ids;
 pub mod cluster;
 pub mod fields;
+pub mod node_address;
 pub mod socket_owner;
 pub mod source;
 pub mod verdicts;
@@ -81,6 +84,7 @@ impl Identities {
         let Some(view) = view else { return id };
         let state = &view.state;
         describe_destination(&mut id, state, service.unwrap_or(backend));
+        node_address::name_node_port(&mut id, state, service.unwrap_or(backend));
         if service.is_some() {
             describe_backend(&mut id, state, backend);
         }
@@ -112,6 +116,7 @@ impl Identities {
         let mut id = self.source(cgroup_id, None, view.as_ref());
         if let Some(view) = view {
             describe_destination(&mut id, &view.state, dst);
+            node_address::name_node_port(&mut id, &view.state, dst);
         }
         id
     }

@@ -323,7 +323,8 @@ fn sock_offsets(
         skc_num: offset("sock_common", "skc_num")?,
         socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
             + offset("inode", "i_ino")?,
-        _pad: [0; 2],
+        sk_max_ack_backlog: offset("sock", "sk_max_ack_backlog")?,
+        _pad: 0,
     })
 }
 

@@ -48,8 +48,10 @@ pub struct ConnectLabels {
     pub backend: String,
     pub src_namespace: String,
     pub src_workload: String,
-    /// `namespace/name` of the destination Service.
+    /// `namespace/name` of the destination Service (a `NodePort`'s too).
     pub dst_service: String,
+    /// The node the destination is (a node's address: a `NodePort`) or is on (a pod).
+    pub dst_node: String,
     pub cluster_verdict: String,
 }
 
@@ -65,6 +67,7 @@ impl Overflow for ConnectLabels {
             src_namespace: other(),
             src_workload: other(),
             dst_service: other(),
+            dst_node: other(),
             cluster_verdict: other(),
         }
     }
@@ -136,14 +139,20 @@ impl Overflow for BackendLabels {
     }
 }
 
-/// Labels of `tracer_replies_lost_total`: the server's end (the node's own pods, so bounded), how
-/// it ended, and the cluster verdict about the peer. Never the peer itself (clients are unbounded).
+/// Labels of `tracer_replies_lost_total`: the server's end (a listening address of the node's own
+/// pods, so bounded: only accepted sockets are followed), its Service, how it ended, the node the
+/// replies went to and the cluster verdict about it. Never the peer's address or port (clients are
+/// unbounded).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReplyLabels {
     pub local: String,
+    /// `namespace/name` of the Service whose endpoint `local` is.
+    pub local_service: String,
     pub outcome: &'static str,
     /// `true` for SYN-ACKs never acknowledged (the handshake), else `false`.
     pub handshake: &'static str,
+    /// The node whose address the replies went to (its SNAT), from cluster state.
+    pub peer_node: String,
     pub cluster_verdict: String,
 }
 
@@ -151,8 +160,10 @@ impl Overflow for ReplyLabels {
     fn other() -> Self {
         ReplyLabels {
             local: "other".into(),
+            local_service: "other".into(),
             outcome: "other",
             handshake: "other",
+            peer_node: "other".into(),
             cluster_verdict: "other".into(),
         }
     }
@@ -425,8 +436,10 @@ impl Metrics {
         }
         let labels = ReplyLabels {
             local: r.local.to_string(),
+            local_service: r.local_service.clone().unwrap_or_default(),
             outcome: r.outcome.name(),
             handshake: if r.handshake { "true" } else { "false" },
+            peer_node: r.peer_node.clone().unwrap_or_default(),
             cluster_verdict: r.identity.cluster_verdict.clone().unwrap_or_default(),
         };
         self.replies_lost.with(&labels, |c| {
@@ -469,6 +482,7 @@ impl Metrics {
             src_namespace: id.src_namespace.clone().unwrap_or_default(),
             src_workload: id.src_owner.clone().unwrap_or_default(),
             dst_service: id.dst_service.clone().unwrap_or_default(),
+            dst_node: id.dst_node.clone().unwrap_or_default(),
             cluster_verdict: id.cluster_verdict.clone().unwrap_or_default(),
         };
         self.connects.with(&labels, |c| {
@@ -492,6 +506,7 @@ impl Metrics {
             src_namespace: id.src_namespace.clone().unwrap_or_default(),
             src_workload: id.src_owner.clone().unwrap_or_default(),
             dst_service: id.dst_service.clone().unwrap_or_default(),
+            dst_node: id.dst_node.clone().unwrap_or_default(),
             cluster_verdict: String::new(),
         };
         self.connects.with(&labels, |c| {

@@ -100,7 +100,7 @@ fn every_series_carries_the_node_and_no_source_port_pid_or_flow() {
         }
     }
     assert!(out.contains(
-        r#"tracer_connects_total{node="node-7",verdict="abandoned",cause="",dst="10.244.1.30:8080",service="10.96.0.10:80",backend="10.244.1.30:8080",src_namespace="",src_workload="",dst_service="",cluster_verdict=""} 1"#
+        r#"tracer_connects_total{node="node-7",verdict="abandoned",cause="",dst="10.244.1.30:8080",service="10.96.0.10:80",backend="10.244.1.30:8080",src_namespace="",src_workload="",dst_service="",dst_node="",cluster_verdict=""} 1"#
     ), "{out}");
     assert!(
         out.contains(r#"tracer_open_attempts{node="node-7"} 4"#),
@@ -220,7 +220,7 @@ fn capabilities_off_by_an_option_are_disabled_not_degraded() {
 #[test]
 fn lost_replies_count_at_their_end_and_stale_datapath_entries_are_a_gauge_that_goes_to_zero() {
     let (mut metrics, registry) = Metrics::new("node-1", 10);
-    let line = r#"{"schema":1,"kind":"reply_lost","time":"2026-11-30T16:41:13.500Z","outcome":"timed_out","final":true,"local":"10.244.2.7:8080","peer":"10.0.1.5:37980","retransmits":6,"unacked_bytes":15928,"lost_for_ms":12800,"netns":"n","netns_inode":1,"flow":"f","explanation":"e","cluster_verdict":"peer node is gone"}"#;
+    let line = r#"{"schema":1,"kind":"reply_lost","time":"2026-11-30T16:41:13.500Z","outcome":"timed_out","final":true,"local":"10.244.2.7:8080","peer":"10.0.1.5:37980","retransmits":6,"unacked_bytes":15928,"lost_for_ms":12800,"netns":"n","netns_inode":1,"flow":"f","explanation":"e","peer_node":"node-3","local_service":"app/web","cluster_verdict":"peer node is gone"}"#;
     let lost: crate::record::Line = serde_json::from_str(line).expect("a reply_lost line");
     let mut still_open = lost.record.clone();
     if let Record::ReplyLost(r) = &mut still_open {
@@ -232,7 +232,7 @@ fn lost_replies_count_at_their_end_and_stale_datapath_entries_are_a_gauge_that_g
     assert_eq!(
         series(&out, "tracer_replies_lost_total"),
         [
-            r#"tracer_replies_lost_total{node="node-1",local="10.244.2.7:8080",outcome="timed_out",handshake="false",cluster_verdict="peer node is gone"} 1"#
+            r#"tracer_replies_lost_total{node="node-1",local="10.244.2.7:8080",local_service="app/web",outcome="timed_out",handshake="false",peer_node="node-3",cluster_verdict="peer node is gone"} 1"#
         ],
         "counted once, at the end: {out}"
     );

@@ -1,22 +1,31 @@
 //! `tracer sweep`: the cluster-wide picture from the Prometheus that scrapes the tracers
 //! (`--metrics` on every node): per Service and backend, which nodes see black holes and what share
-//! of the connects fail; DNS servers losing queries, by node; tracers missing, down or degraded.
-//! "3 of 10 nodes" is the answer a single node cannot give.
+//! of the connects fail; half-open flows (clients failing on some nodes while another node loses
+//! the backend's replies on their way back); DNS servers losing queries, by node; tracers missing,
+//! down or degraded. "3 of 10 nodes" is the answer a single node cannot give.
 //!
-//! `client.rs` asks the HTTP API and parses its answers into `Sample`s; `query` turns samples into
-//! the typed `Sweep`; `format_text` prints it like `tracer summary` (`--format json`: the same as
-//! JSON).
+//! `client.rs` asks the HTTP API and parses its answers into `Sample`s; `promql.rs` holds the
+//! queries; `query` turns samples into the typed `Sweep` (`half_open.rs` joins the two halves of a
+//! half-open flow); `format_text` prints it like `tracer summary` (`--format json`: the same as
+//! JSON). The TUI's Cluster view asks the same over a short window (`query_now`), with how long
+//! ago each finding last grew.
 pub mod client;
+pub mod half_open;
+pub mod promql;
 
 use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _};
 
 use serde::Serialize;
 
-use self::client::{Prometheus, Sample};
+pub use self::half_open::HalfOpenFinding;
+use self::{
+    client::{Prometheus, Sample},
+    promql::{
+        CONNECTS, CONNECTS_BY, DNS_BY, DNS_LOST, DNS_STUCK, REPLIES, REPLIES_BY, grown_by,
+        since_growth,
+    },
+};
 use crate::args::{SweepArgs, SweepFormat};
-
-/// Verdicts of `tracer_connects_total` that are failures, black holes first.
-const FAILING: &str = "unanswered|abandoned|timed_out|unreachable|refused|failed";
 
 /// What the sweep found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -25,6 +34,9 @@ pub struct Sweep {
     pub window_s: u64,
     /// Nodes whose tracer reported in the window (the "of N nodes").
     pub nodes: Vec<String>,
+    /// Clients failing on some nodes while the backend's node loses its replies towards another
+    /// node: both halves joined (and left out of `connects` and `replies_lost`).
+    pub half_open: Vec<HalfOpenFinding>,
     /// Worst first: most nodes, then most connects.
     pub connects: Vec<ConnectFinding>,
     pub dns: Vec<DnsFinding>,
@@ -51,11 +63,20 @@ pub struct StaleFinding {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplyFinding {
     pub local: String,
+    /// `namespace/name` of the Service the server is an endpoint of (cluster state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_service: Option<String>,
+    /// The node whose address the replies went to (its SNAT), from cluster state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_node: Option<String>,
     /// From cluster state: `peer node is gone`, `peer node is NotReady`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_verdict: Option<String>,
     pub nodes: Vec<NodeCount>,
     pub lost: u64,
+    /// Seconds since it last grew (the Cluster view; absent in `tracer sweep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_grew_s: Option<u64>,
 }
 
 /// Failing connects to one destination (a Service's backend, or an address), by node.
@@ -69,6 +90,12 @@ pub struct ConnectFinding {
     pub backend: Option<String>,
     /// The socket's destination, when no Service was seen.
     pub dst: String,
+    /// From cluster state: the destination's Service (`namespace/name`; a `NodePort`'s too) and
+    /// the node it is, or is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_service: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_node: Option<String>,
     /// From cluster state: `backend is no live pod`, ...
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_verdict: Option<String>,
@@ -80,6 +107,9 @@ pub struct ConnectFinding {
     /// Failing share of the connects to the Service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_failing_share: Option<f64>,
+    /// Seconds since it last grew (the Cluster view; absent in `tracer sweep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_grew_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -97,6 +127,9 @@ pub struct DnsFinding {
     pub nodes: Vec<NodeCount>,
     pub lost: u64,
     pub stuck_sockets: u64,
+    /// Seconds since it last grew (the Cluster view; absent in `tracer sweep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_grew_s: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -105,16 +138,6 @@ pub struct TracerProblem {
     /// `missing` (a node with no tracer series now), `down` (its scrape fails) or `degraded`.
     pub state: String,
     pub detail: String,
-}
-
-/// A counter's growth over the window, counting a series born in the window from zero
-/// (`increase()` would miss the events before its first sample: a black hole's series appears at
-/// its first connect).
-fn growth(selector: &str, window: &str) -> String {
-    format!(
-        "(max_over_time({selector}[{window}]) - (({selector} offset {window}) or \
-         (max_over_time({selector}[{window}]) * 0)))"
-    )
 }
 
 pub async fn run(args: &SweepArgs) -> anyhow::Result<String> {
@@ -132,7 +155,42 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<String> {
 
 /// Asks Prometheus over the last `window_s` seconds.
 pub async fn query(prometheus: &Prometheus, window_s: u64) -> anyhow::Result<Sweep> {
-    let w = format!("{window_s}s");
+    query_with(prometheus, window_s, None).await
+}
+
+/// Like `query`, and when each finding last grew, at `step_s` resolution: the Cluster view.
+pub async fn query_now(
+    prometheus: &Prometheus,
+    window_s: u64,
+    step_s: u64,
+) -> anyhow::Result<Sweep> {
+    query_with(prometheus, window_s, Some(step_s)).await
+}
+
+/// The ages of one family's series, when asked.
+async fn ages(
+    prometheus: &Prometheus,
+    step_s: Option<u64>,
+    by: &str,
+    selector: &str,
+    window: &str,
+) -> anyhow::Result<Vec<Sample>> {
+    match step_s {
+        Some(step) => {
+            prometheus
+                .query(&since_growth(by, selector, window, &format!("{step}s")))
+                .await
+        }
+        None => Ok(Vec::new()),
+    }
+}
+
+async fn query_with(
+    prometheus: &Prometheus,
+    window_s: u64,
+    step_s: Option<u64>,
+) -> anyhow::Result<Sweep> {
+    let w = window_text(window_s);
     let seen = prometheus
         .query(&format!(
             "max by (node, instance) (max_over_time(tracer_build_info[{w}]))"
@@ -145,66 +203,60 @@ pub async fn query(prometheus: &Prometheus, window_s: u64) -> anyhow::Result<Swe
             prometheus.url()
         );
     }
-    let now = prometheus
-        .query("max by (node, instance) (tracer_build_info)")
-        .await?;
-    let down = prometheus.query("max by (instance) (up == 0)").await?;
+    let now = prometheus.query(promql::TRACERS_NOW).await?;
+    let down = prometheus.query(promql::TARGETS_DOWN).await?;
     let kube_nodes = prometheus.query("max by (node) (kube_node_info)").await?;
-    let degraded = prometheus
-        .query(
-            "max by (node, capability, state) (tracer_kernel_capability{state=~\"degraded|off\"})",
-        )
-        .await?;
+    let degraded = prometheus.query(promql::DEGRADED).await?;
     let fails = prometheus
-        .query(&format!(
-            "sum by (node, verdict, dst, service, backend, cluster_verdict) ({}) > 0",
-            growth(
-                &format!("tracer_connects_total{{verdict=~\"{FAILING}\"}}"),
-                &w
-            )
-        ))
+        .query(&grown_by(CONNECTS_BY, CONNECTS, &w))
         .await?;
     let shares = prometheus
         .query(&format!(
             "sum by (service, backend, verdict) (sum_over_time(tracer_service_connects[{w}]))"
         ))
         .await?;
-    let dns_lost = prometheus
-        .query(&format!(
-            "sum by (node, server, service) ({}) > 0",
-            growth(
-                "tracer_dns_queries_total{verdict=~\"unanswered|refused\"}",
-                &w
-            )
-        ))
-        .await?;
-    let stuck = prometheus
-        .query(&format!(
-            "sum by (node, server, service) ({}) > 0",
-            growth("tracer_dns_stuck_sockets_total", &w)
-        ))
-        .await?;
-    let stale = prometheus
-        .query(
-            "max by (node, source, service, backend, reason) (tracer_stale_datapath_entries == 1)",
-        )
-        .await?;
-    let replies = prometheus
-        .query(&format!(
-            "sum by (node, local, cluster_verdict) ({}) > 0",
-            growth("tracer_replies_lost_total", &w)
-        ))
-        .await?;
+    let dns_lost = prometheus.query(&grown_by(DNS_BY, DNS_LOST, &w)).await?;
+    let stuck = prometheus.query(&grown_by(DNS_BY, DNS_STUCK, &w)).await?;
+    let stale = prometheus.query(promql::STALE).await?;
+    let replies = prometheus.query(&grown_by(REPLIES_BY, REPLIES, &w)).await?;
+    let mut connects = connect_findings(&fails, &shares);
+    let mut dns = dns_findings(&dns_lost, &stuck);
+    let mut replies_lost = reply_findings(&replies);
+    if step_s.is_some() {
+        let connect_ages = ages(prometheus, step_s, CONNECTS_BY, CONNECTS, &w).await?;
+        for f in &mut connects {
+            f.last_grew_s = youngest(connect_ages.iter().filter(|s| connect_key(s) == f.key()));
+        }
+        let mut dns_ages = ages(prometheus, step_s, DNS_BY, DNS_LOST, &w).await?;
+        dns_ages.extend(ages(prometheus, step_s, DNS_BY, DNS_STUCK, &w).await?);
+        for f in &mut dns {
+            f.last_grew_s = youngest(dns_ages.iter().filter(|s| {
+                s.label("server") == f.server
+                    && s.label("service") == f.service.as_deref().unwrap_or("")
+            }));
+        }
+        let reply_ages = ages(prometheus, step_s, REPLIES_BY, REPLIES, &w).await?;
+        for f in &mut replies_lost {
+            f.last_grew_s = youngest(reply_ages.iter().filter(|s| reply_key(s) == f.key()));
+        }
+    }
+    let half_open = half_open::join(&mut connects, &mut replies_lost);
     Ok(Sweep {
         prometheus: prometheus.url().to_string(),
         window_s,
         nodes: sorted_nodes(seen.iter().map(|s| s.label("node").to_string())),
-        connects: connect_findings(&fails, &shares),
-        dns: dns_findings(&dns_lost, &stuck),
+        half_open,
+        connects,
+        dns,
         stale_datapath: stale_findings(&stale),
-        replies_lost: reply_findings(&replies),
+        replies_lost,
         tracers: tracer_problems(&seen, &now, &down, &kube_nodes, &degraded),
     })
+}
+
+/// The smallest age among samples (seconds since a series last grew).
+fn youngest<'a>(samples: impl Iterator<Item = &'a Sample>) -> Option<u64> {
+    samples.map(|s| count(s.value)).min()
 }
 
 fn failure_class(verdict: &str) -> &'static str {
@@ -229,21 +281,53 @@ fn count(value: f64) -> u64 {
     value.round().max(0.0) as u64
 }
 
+/// What a failing connect is grouped by: the kind of failure, then the labels.
+type ConnectKey = (&'static str, String, String, String, String, String, String);
+
+fn connect_key(s: &Sample) -> ConnectKey {
+    (
+        failure_class(s.label("verdict")),
+        s.label("service").to_string(),
+        s.label("backend").to_string(),
+        s.label("dst").to_string(),
+        s.label("cluster_verdict").to_string(),
+        s.label("dst_service").to_string(),
+        s.label("dst_node").to_string(),
+    )
+}
+
+impl ConnectFinding {
+    fn key(&self) -> ConnectKey {
+        let text = |o: &Option<String>| o.clone().unwrap_or_default();
+        (
+            failure_class_of(&self.failure),
+            text(&self.service),
+            text(&self.backend),
+            self.dst.clone(),
+            text(&self.cluster_verdict),
+            text(&self.dst_service),
+            text(&self.dst_node),
+        )
+    }
+}
+
+/// The class name back as the `'static` one.
+fn failure_class_of(failure: &str) -> &'static str {
+    match failure {
+        "black holes" => "black holes",
+        "unreachable" => "unreachable",
+        "refused" => "refused",
+        _ => "failed",
+    }
+}
+
 /// `tracer_connects_total` growth by node into one finding per destination and kind of failure;
 /// `shares` (`tracer_service_connects` summed over the window) gives the failing shares.
 pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFinding> {
-    type Key = (&'static str, String, String, String, String);
-    let mut by_dst: BTreeMap<Key, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut by_dst: BTreeMap<ConnectKey, BTreeMap<String, u64>> = BTreeMap::new();
     for s in fails {
-        let key = (
-            failure_class(s.label("verdict")),
-            s.label("service").to_string(),
-            s.label("backend").to_string(),
-            s.label("dst").to_string(),
-            s.label("cluster_verdict").to_string(),
-        );
         *by_dst
-            .entry(key)
+            .entry(connect_key(s))
             .or_default()
             .entry(s.label("node").to_string())
             .or_default() += count(s.value);
@@ -263,12 +347,8 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
     let mut findings: Vec<ConnectFinding> = by_dst
         .into_iter()
         .map(
-            |((failure, service, backend, dst, cluster_verdict), nodes)| {
-                let mut nodes: Vec<NodeCount> = nodes
-                    .into_iter()
-                    .map(|(node, count)| NodeCount { node, count })
-                    .collect();
-                nodes.sort_by(|a, b| natural(&a.node, &b.node));
+            |((failure, service, backend, dst, cluster_verdict, dst_service, dst_node), nodes)| {
+                let nodes = node_counts(nodes);
                 ConnectFinding {
                     failure: failure.to_string(),
                     backend_failing_share: (!service.is_empty() && !backend.is_empty())
@@ -282,7 +362,10 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
                     service: non_empty(&service),
                     backend: non_empty(&backend),
                     dst,
+                    dst_service: non_empty(&dst_service),
+                    dst_node: non_empty(&dst_node),
                     cluster_verdict: non_empty(&cluster_verdict),
+                    last_grew_s: None,
                 }
             },
         )
@@ -294,6 +377,15 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
             .then(b.connects.cmp(&a.connects))
     });
     findings
+}
+
+fn node_counts(nodes: BTreeMap<String, u64>) -> Vec<NodeCount> {
+    let mut nodes: Vec<NodeCount> = nodes
+        .into_iter()
+        .map(|(node, count)| NodeCount { node, count })
+        .collect();
+    nodes.sort_by(|a, b| natural(&a.node, &b.node));
+    nodes
 }
 
 pub fn dns_findings(lost: &[Sample], stuck: &[Sample]) -> Vec<DnsFinding> {
@@ -320,17 +412,14 @@ pub fn dns_findings(lost: &[Sample], stuck: &[Sample]) -> Vec<DnsFinding> {
     let mut findings: Vec<DnsFinding> = by_server
         .into_iter()
         .map(|((server, service), (nodes, stuck_sockets))| {
-            let mut nodes: Vec<NodeCount> = nodes
-                .into_iter()
-                .map(|(node, count)| NodeCount { node, count })
-                .collect();
-            nodes.sort_by(|a, b| natural(&a.node, &b.node));
+            let nodes = node_counts(nodes);
             DnsFinding {
                 server,
                 service: non_empty(&service),
                 lost: nodes.iter().map(|n| n.count).sum(),
                 nodes,
                 stuck_sockets,
+                last_grew_s: None,
             }
         })
         .collect();
@@ -372,32 +461,52 @@ pub fn stale_findings(held: &[Sample]) -> Vec<StaleFinding> {
     findings
 }
 
+/// What a server losing replies is grouped by.
+type ReplyKey = (String, String, String, String);
+
+fn reply_key(s: &Sample) -> ReplyKey {
+    (
+        s.label("local").to_string(),
+        s.label("local_service").to_string(),
+        s.label("peer_node").to_string(),
+        s.label("cluster_verdict").to_string(),
+    )
+}
+
+impl ReplyFinding {
+    fn key(&self) -> ReplyKey {
+        let text = |o: &Option<String>| o.clone().unwrap_or_default();
+        (
+            self.local.clone(),
+            text(&self.local_service),
+            text(&self.peer_node),
+            text(&self.cluster_verdict),
+        )
+    }
+}
+
 /// Servers whose replies were lost in the window, by node; most nodes, then most lost, first.
 pub fn reply_findings(lost: &[Sample]) -> Vec<ReplyFinding> {
-    let mut by_server: BTreeMap<(String, String), BTreeMap<String, u64>> = BTreeMap::new();
+    let mut by_server: BTreeMap<ReplyKey, BTreeMap<String, u64>> = BTreeMap::new();
     for s in lost {
         *by_server
-            .entry((
-                s.label("local").to_string(),
-                s.label("cluster_verdict").to_string(),
-            ))
+            .entry(reply_key(s))
             .or_default()
             .entry(s.label("node").to_string())
             .or_default() += count(s.value);
     }
     let mut findings: Vec<ReplyFinding> = by_server
         .into_iter()
-        .map(|((local, verdict), nodes)| {
-            let mut nodes: Vec<NodeCount> = nodes
-                .into_iter()
-                .map(|(node, count)| NodeCount { node, count })
-                .collect();
-            nodes.sort_by(|a, b| natural(&a.node, &b.node));
+        .map(|((local, local_service, peer_node, verdict), nodes)| {
+            let nodes = node_counts(nodes);
             ReplyFinding {
                 local,
+                local_service: non_empty(&local_service),
+                peer_node: non_empty(&peer_node),
                 cluster_verdict: non_empty(&verdict),
                 lost: nodes.iter().map(|n| n.count).sum(),
                 nodes,
+                last_grew_s: None,
             }
         })
         .collect();
@@ -495,7 +604,7 @@ fn percent(share: f64) -> String {
 }
 
 /// `600` -> `10m`, as the window is given.
-fn window_text(secs: u64) -> String {
+pub fn window_text(secs: u64) -> String {
     if secs.is_multiple_of(3600) {
         format!("{}h", secs / 3600)
     } else if secs.is_multiple_of(60) {
@@ -505,46 +614,175 @@ fn window_text(secs: u64) -> String {
     }
 }
 
-/// The stale Service rules by the nodes that hold them, and the servers losing replies.
-fn push_datapath_and_replies(out: &mut String, sweep: &Sweep, total: usize) {
-    out.push_str("\nService rules no EndpointSlice backs\n");
-    if sweep.stale_datapath.is_empty() {
+fn names(nodes: &[NodeCount]) -> String {
+    nodes
+        .iter()
+        .map(|n| n.node.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn with_counts(nodes: &[NodeCount]) -> String {
+    nodes
+        .iter()
+        .map(|n| format!("{} ({})", n.node, n.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a failing connect went to: `Service -> backend`, the Service, or the destination (with its
+/// Service's name when cluster state gave one: a `NodePort`).
+pub fn connect_what(f: &ConnectFinding) -> String {
+    match (&f.service, &f.backend, &f.dst_service) {
+        (Some(service), Some(backend), _) => format!("{service} -> {backend}"),
+        (Some(service), None, _) => service.clone(),
+        (None, _, Some(name)) => format!("{} ({name})", f.dst),
+        (None, _, None) => f.dst.clone(),
+    }
+}
+
+/// A failing connect finding: its line and the line of counts and shares.
+pub fn connect_text(f: &ConnectFinding, total: usize) -> String {
+    let why = f
+        .cluster_verdict
+        .as_deref()
+        .map_or_else(String::new, |v| format!(" ({})", short_cluster_verdict(v)));
+    let mut out = format!(
+        "{}{why}: {} from {} of {total} nodes: {}\n  {} connects",
+        connect_what(f),
+        f.failure,
+        f.nodes.len(),
+        names(&f.nodes),
+        f.connects
+    );
+    if let Some(share) = f.backend_failing_share {
+        let _ = write!(out, "; failing: {} of this backend's", percent(share));
+        if let Some(share) = f.service_failing_share {
+            let _ = write!(out, ", {} of the Service's", percent(share));
+        }
+    } else if let Some(share) = f.service_failing_share {
+        let _ = write!(out, "; failing: {} of the Service's", percent(share));
+    }
+    out
+}
+
+pub fn dns_text(d: &DnsFinding, total: usize) -> String {
+    let what = d
+        .service
+        .as_ref()
+        .map_or_else(|| d.server.clone(), |s| format!("{s} -> {}", d.server));
+    let mut out = format!(
+        "{what}: {} queries lost from {} of {total} nodes: {}",
+        d.lost,
+        d.nodes.len(),
+        with_counts(&d.nodes)
+    );
+    if d.stuck_sockets > 0 {
+        let s = if d.stuck_sockets == 1 { "" } else { "s" };
+        let _ = write!(out, "; {} socket{s} stuck on it", d.stuck_sockets);
+    }
+    out
+}
+
+pub fn stale_text(s: &StaleFinding, total: usize) -> String {
+    format!(
+        "{} -> {} ({}): held by {} of {total} nodes: {} ({})",
+        s.service,
+        s.backend,
+        s.reason,
+        s.nodes.len(),
+        s.nodes.join(", "),
+        s.sources.join(", ")
+    )
+}
+
+pub fn reply_text(r: &ReplyFinding, total: usize) -> String {
+    let service = r
+        .local_service
+        .as_deref()
+        .map_or_else(String::new, |s| format!(" ({s})"));
+    let towards = r
+        .peer_node
+        .as_deref()
+        .map_or_else(String::new, |p| format!(" towards node {p}"));
+    let why = r
+        .cluster_verdict
+        .as_deref()
+        .map_or_else(String::new, |v| format!(" ({v})"));
+    format!(
+        "{}{service}{towards}{why}: {} connections from {} of {total} nodes: {}",
+        r.local,
+        r.lost,
+        r.nodes.len(),
+        with_counts(&r.nodes)
+    )
+}
+
+/// A half-open flow: the clients' side, then the server's.
+pub fn half_open_text(h: &HalfOpenFinding, total: usize) -> String {
+    let service = h
+        .service
+        .as_deref()
+        .map_or_else(String::new, |s| format!("{s} "));
+    let state = h
+        .peer_node_state
+        .as_deref()
+        .map_or_else(String::new, |s| format!(" ({s})"));
+    format!(
+        "{service}{} -> {} on {}: black holes from {} of {total} nodes: {}; its replies are lost \
+         towards node {}{state}\n  {} connects failing: {}; {} connections' replies never \
+         acknowledged: {}",
+        h.dialed.join(", "),
+        h.backend,
+        names(&h.backend_nodes),
+        h.client_nodes.len(),
+        names(&h.client_nodes),
+        h.peer_node,
+        h.connects,
+        with_counts(&h.client_nodes),
+        h.replies_lost,
+        with_counts(&h.backend_nodes),
+    )
+}
+
+/// The `PromQL` behind a half-open flow: both halves, by node.
+pub fn half_open_queries(h: &HalfOpenFinding, window: &str) -> Vec<(String, String)> {
+    let mut clients =
+        String::from("tracer_connects_total{verdict=~\"unanswered|abandoned|timed_out\"");
+    match &h.service {
+        Some(service) => {
+            let _ = write!(clients, ",dst_service={}", promql::quote(service));
+        }
+        None => {
+            let _ = write!(clients, ",backend={}", promql::quote(&h.backend));
+        }
+    }
+    clients.push('}');
+    let replies = format!(
+        "tracer_replies_lost_total{{local={},peer_node={}}}",
+        promql::quote(&h.backend),
+        promql::quote(&h.peer_node)
+    );
+    vec![
+        (
+            "the clients' failing connects, by node".into(),
+            grown_by("node, dst, dst_node", &clients, window),
+        ),
+        (
+            "the backend's replies lost, by node and the node they went to".into(),
+            grown_by("node, peer_node", &replies, window),
+        ),
+    ]
+}
+
+fn section<T>(out: &mut String, title: &str, items: &[T], line: impl Fn(&T) -> String) {
+    let _ = writeln!(out, "\n{title}");
+    if items.is_empty() {
         out.push_str("  none\n");
     }
-    for s in &sweep.stale_datapath {
-        let _ = writeln!(
-            out,
-            "{} -> {} ({}): held by {} of {total} nodes: {} ({})",
-            s.service,
-            s.backend,
-            s.reason,
-            s.nodes.len(),
-            s.nodes.join(", "),
-            s.sources.join(", ")
-        );
-    }
-    out.push_str("\nReplies never acknowledged (server side)\n");
-    if sweep.replies_lost.is_empty() {
-        out.push_str("  none\n");
-    }
-    for r in &sweep.replies_lost {
-        let why = r
-            .cluster_verdict
-            .as_deref()
-            .map_or_else(String::new, |v| format!(" ({v})"));
-        let by_node: Vec<String> = r
-            .nodes
-            .iter()
-            .map(|n| format!("{} ({})", n.node, n.count))
-            .collect();
-        let _ = writeln!(
-            out,
-            "{}{why}: {} connections from {} of {total} nodes: {}",
-            r.local,
-            r.lost,
-            r.nodes.len(),
-            by_node.join(", ")
-        );
+    for item in items {
+        out.push_str(&line(item));
+        out.push('\n');
     }
 }
 
@@ -558,80 +796,36 @@ pub fn format_text(sweep: &Sweep) -> String {
         if total == 1 { "" } else { "s" },
         window_text(sweep.window_s)
     );
-    let names = |nodes: &[NodeCount]| {
-        nodes
-            .iter()
-            .map(|n| n.node.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    out.push_str("\nConnects failing\n");
-    if sweep.connects.is_empty() {
-        out.push_str("  none\n");
-    }
-    for f in &sweep.connects {
-        let what = match (&f.service, &f.backend) {
-            (Some(service), Some(backend)) => format!("{service} -> {backend}"),
-            (Some(service), None) => service.clone(),
-            _ => f.dst.clone(),
-        };
-        let why = f
-            .cluster_verdict
-            .as_deref()
-            .map_or_else(String::new, |v| format!(" ({})", short_cluster_verdict(v)));
-        let _ = writeln!(
-            out,
-            "{what}{why}: {} from {} of {total} nodes: {}",
-            f.failure,
-            f.nodes.len(),
-            names(&f.nodes)
-        );
-        let mut detail = format!("  {} connects", f.connects);
-        if let Some(share) = f.backend_failing_share {
-            let _ = write!(detail, "; failing: {} of this backend's", percent(share));
-            if let Some(share) = f.service_failing_share {
-                let _ = write!(detail, ", {} of the Service's", percent(share));
-            }
-        } else if let Some(share) = f.service_failing_share {
-            let _ = write!(detail, "; failing: {} of the Service's", percent(share));
-        }
-        out.push_str(&detail);
-        out.push('\n');
-    }
-    out.push_str("\nDNS servers losing queries\n");
-    if sweep.dns.is_empty() {
-        out.push_str("  none\n");
-    }
-    for d in &sweep.dns {
-        let what = d
-            .service
-            .as_ref()
-            .map_or_else(|| d.server.clone(), |s| format!("{s} -> {}", d.server));
-        let by_node: Vec<String> = d
-            .nodes
-            .iter()
-            .map(|n| format!("{} ({})", n.node, n.count))
-            .collect();
-        let _ = write!(
-            out,
-            "{what}: {} queries lost from {} of {total} nodes: {}",
-            d.lost,
-            d.nodes.len(),
-            by_node.join(", ")
-        );
-        if d.stuck_sockets > 0 {
-            let _ = write!(out, "; {} sockets stuck on it", d.stuck_sockets);
-        }
-        out.push('\n');
-    }
-    push_datapath_and_replies(&mut out, sweep, total);
-    out.push_str("\nTracers missing, down or degraded\n");
-    if sweep.tracers.is_empty() {
-        out.push_str("  none\n");
-    }
-    for t in &sweep.tracers {
-        let _ = writeln!(out, "{}: {}: {}", t.node, t.state, t.detail);
-    }
+    section(
+        &mut out,
+        "Half-open: clients fail, the backend's replies are lost on the way back",
+        &sweep.half_open,
+        |h| half_open_text(h, total),
+    );
+    section(&mut out, "Connects failing", &sweep.connects, |f| {
+        connect_text(f, total)
+    });
+    section(&mut out, "DNS servers losing queries", &sweep.dns, |d| {
+        dns_text(d, total)
+    });
+    section(
+        &mut out,
+        "Service rules no EndpointSlice backs",
+        &sweep.stale_datapath,
+        |s| stale_text(s, total),
+    );
+    section(
+        &mut out,
+        "Replies never acknowledged (server side)",
+        &sweep.replies_lost,
+        |r| reply_text(r, total),
+    );
+    section(
+        &mut out,
+        "Tracers missing, down or degraded",
+        &sweep.tracers,
+        |t| format!("{}: {}: {}", t.node, t.state, t.detail),
+    );
     out
 }
 

@@ -67,6 +67,7 @@ fn three_of_ten_nodes_in_one_line_with_the_shares() {
         prometheus: "http://127.0.0.1:9090".into(),
         window_s: 600,
         nodes: ten_nodes(),
+        half_open: Vec::new(),
         connects: connect_findings(&fails, &shares),
         dns: dns_findings(
             &[sample(
@@ -111,6 +112,9 @@ fn three_of_ten_nodes_in_one_line_with_the_shares() {
         text,
         "Sweep of http://127.0.0.1:9090: 10 nodes with a tracer over the last 10m\n\
          \n\
+         Half-open: clients fail, the backend's replies are lost on the way back\n\
+         \x20 none\n\
+         \n\
          Connects failing\n\
          10.96.0.10:80 -> 10.244.1.30:8080 (no live pod): black holes from 3 of 10 nodes: node-3, node-7, node-9\n\
          \x20 15 connects; failing: 100% of this backend's, 25% of the Service's\n\
@@ -147,5 +151,148 @@ fn nodes_sort_naturally_and_nothing_found_says_none() {
     };
     assert_eq!(sweep.nodes, ["node-1", "node-2", "node-10"]);
     let text = format_text(&sweep);
-    assert_eq!(text.matches("  none\n").count(), 5, "{text}");
+    assert_eq!(text.matches("  none\n").count(), 6, "{text}");
+}
+
+/// The clients' half (node-1 and node-2 dial node-4's `NodePort` of app/web and see black holes) and
+/// the server's half (node-5's pod of app/web loses its replies towards node-4).
+fn half_open_samples() -> (Vec<Sample>, Vec<Sample>) {
+    let client = |node: &str, verdict: &str, n: f64| {
+        sample(
+            &[
+                ("node", node),
+                ("verdict", verdict),
+                ("dst", "10.0.0.4:30080"),
+                ("dst_service", "app/web"),
+                ("dst_node", "node-4"),
+            ],
+            n,
+        )
+    };
+    let fails = vec![
+        client("node-1", "abandoned", 5.0),
+        client("node-2", "timed_out", 4.0),
+        black_hole("node-3", 2.0),
+    ];
+    let replies = vec![sample(
+        &[
+            ("node", "node-5"),
+            ("local", "10.244.5.2:8080"),
+            ("local_service", "app/web"),
+            ("peer_node", "node-4"),
+            ("cluster_verdict", "peer node is NotReady"),
+        ],
+        7.0,
+    )];
+    (fails, replies)
+}
+
+#[test]
+fn both_halves_of_a_half_open_flow_are_one_finding() {
+    let (fails, replies) = half_open_samples();
+    let mut connects = connect_findings(&fails, &[]);
+    let mut replies_lost = reply_findings(&replies);
+    let half_open = half_open::join(&mut connects, &mut replies_lost);
+    assert_eq!(half_open.len(), 1, "{half_open:?}");
+    let h = &half_open[0];
+    assert_eq!(h.service.as_deref(), Some("app/web"));
+    assert_eq!(h.dialed, ["10.0.0.4:30080"]);
+    assert_eq!(h.backend, "10.244.5.2:8080");
+    assert_eq!(h.peer_node, "node-4");
+    assert_eq!(h.peer_node_state.as_deref(), Some("NotReady"));
+    assert_eq!(
+        h.client_nodes,
+        [
+            NodeCount {
+                node: "node-1".into(),
+                count: 5
+            },
+            NodeCount {
+                node: "node-2".into(),
+                count: 4
+            }
+        ]
+    );
+    assert_eq!((h.connects, h.replies_lost), (9, 7));
+    assert_eq!(
+        connects.len(),
+        1,
+        "the unrelated black hole stays: {connects:?}"
+    );
+    assert_eq!(connects[0].nodes[0].node, "node-3");
+    assert!(replies_lost.is_empty(), "shown once, joined");
+    let sweep = Sweep {
+        prometheus: "http://p:9090".into(),
+        window_s: 600,
+        nodes: (1..=6).map(|i| format!("node-{i}")).collect(),
+        half_open,
+        connects,
+        replies_lost,
+        ..Sweep::default()
+    };
+    let text = format_text(&sweep);
+    assert!(
+        text.contains(
+            "\nHalf-open: clients fail, the backend's replies are lost on the way back\n\
+             app/web 10.0.0.4:30080 -> 10.244.5.2:8080 on node-5: black holes from 2 of 6 nodes: \
+             node-1, node-2; its replies are lost towards node node-4 (NotReady)\n\
+             \x20 9 connects failing: node-1 (5), node-2 (4); 7 connections' replies never \
+             acknowledged: node-5 (7)\n"
+        ),
+        "{text}"
+    );
+    let json = serde_json::to_value(&sweep).expect("json");
+    assert_eq!(json["half_open"][0]["peer_node"], "node-4");
+    assert_eq!(json["half_open"][0]["backend_nodes"][0]["node"], "node-5");
+    assert!(json["half_open"][0].get("last_grew_s").is_none());
+}
+
+#[test]
+fn halves_without_names_or_of_other_services_stay_apart() {
+    let (fails, mut replies) = half_open_samples();
+    // Another Service's pod losing replies towards node-4: not what the clients dialled.
+    replies[0]
+        .labels
+        .insert("local_service".into(), "app/other".into());
+    let mut connects = connect_findings(&fails, &[]);
+    let mut lost = reply_findings(&replies);
+    assert!(half_open::join(&mut connects, &mut lost).is_empty());
+    // No cluster state on the server's tracer: no peer node to join on.
+    replies[0].labels.remove("peer_node");
+    replies[0]
+        .labels
+        .insert("local_service".into(), "app/web".into());
+    let mut lost = reply_findings(&replies);
+    assert!(half_open::join(&mut connects, &mut lost).is_empty());
+    assert_eq!((connects.len(), lost.len()), (2, 1));
+}
+
+#[test]
+fn a_connect_translated_and_snatted_on_the_clients_node_joins_its_backend() {
+    // kube-proxy on node-1 DNATs the Service to node-5's pod and masquerades: the replies go back
+    // to node-1's address.
+    let fails = [sample(
+        &[
+            ("node", "node-1"),
+            ("verdict", "timed_out"),
+            ("dst", "10.96.0.20:80"),
+            ("service", "10.96.0.20:80"),
+            ("backend", "10.244.5.2:8080"),
+        ],
+        3.0,
+    )];
+    let replies = [sample(
+        &[
+            ("node", "node-5"),
+            ("local", "10.244.5.2:8080"),
+            ("peer_node", "node-1"),
+        ],
+        3.0,
+    )];
+    let mut connects = connect_findings(&fails, &[]);
+    let mut lost = reply_findings(&replies);
+    let half_open = half_open::join(&mut connects, &mut lost);
+    assert_eq!(half_open.len(), 1);
+    assert_eq!(half_open[0].dialed, ["10.96.0.20:80"]);
+    assert_eq!(half_open[0].peer_node, "node-1");
 }

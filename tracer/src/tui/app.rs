@@ -15,6 +15,7 @@ use ratatui::{Terminal, backend::Backend};
 use tokio::sync::mpsc;
 
 use super::{
+    cluster_state::ClusterUpdate,
     keys,
     state::{Effect, State},
     view,
@@ -59,6 +60,31 @@ pub async fn run<B: Backend>(
     channel_dropped: &AtomicU64,
     options: &Options,
 ) -> Result<(), AppError> {
+    // No Cluster view: a channel that is closed from the start.
+    let (_, mut cluster) = mpsc::channel(1);
+    run_with_cluster(
+        terminal,
+        state,
+        events,
+        records,
+        &mut cluster,
+        channel_dropped,
+        options,
+    )
+    .await
+}
+
+/// `run`, with the Cluster view's answers from Prometheus (`cluster_poll.rs`) as a fourth source.
+pub async fn run_with_cluster<B: Backend>(
+    terminal: &mut Terminal<B>,
+    state: &mut State,
+    events: &mut mpsc::Receiver<Event>,
+    records: &mut mpsc::Receiver<Record>,
+    cluster: &mut mpsc::Receiver<ClusterUpdate>,
+    channel_dropped: &AtomicU64,
+    options: &Options,
+) -> Result<(), AppError> {
+    let mut cluster_open = true;
     let mut frame = tokio::time::interval(FRAME);
     frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut batch = Vec::with_capacity(BATCH);
@@ -75,6 +101,9 @@ pub async fn run<B: Backend>(
                     match state.act(action) {
                         Effect::Quit => return Ok(()),
                         Effect::Copy(json) => state.status = Some(copy(&json, options)),
+                        Effect::CopyPromql(text) => {
+                            state.status = Some(copy_promql(&text, options));
+                        }
                         Effect::None => {}
                     }
                     // Answer the key now rather than at the next frame.
@@ -83,6 +112,10 @@ pub async fn run<B: Backend>(
                 Some(Event::Resize(..)) => draw(terminal, state)?,
                 Some(_) => {}
                 None => events_open = false,
+            },
+            update = cluster.recv(), if cluster_open => match update {
+                Some(update) => state.apply_cluster(update),
+                None => cluster_open = false,
             },
             _ = frame.tick() => {
                 state.channel_dropped = channel_dropped.load(Ordering::Relaxed);
@@ -106,7 +139,7 @@ pub async fn run<B: Backend>(
 
 pub fn draw<B: Backend>(terminal: &mut Terminal<B>, state: &mut State) -> Result<(), AppError> {
     let size = terminal.size().map_err(|e| AppError::Draw(e.to_string()))?;
-    state.page = view::page_rows(size.height);
+    state.page = view::page_rows(size.height, state);
     terminal
         .draw(|frame| view::draw(frame, state))
         .map_err(|e| AppError::Draw(e.to_string()))?;
@@ -132,6 +165,33 @@ pub fn copy(json: &str, options: &Options) -> String {
         "nowhere to copy to".into()
     } else {
         format!("copied the row as JSON: {}", done.join(", "))
+    }
+}
+
+/// The Cluster view's row as `PromQL` to paste into Grafana: to the clipboard and to a `.promql`
+/// file beside the row file.
+pub fn copy_promql(text: &str, options: &Options) -> String {
+    let mut done = Vec::new();
+    if let Some(path) = options
+        .copy_file
+        .as_ref()
+        .map(|p| p.with_extension("promql"))
+    {
+        match std::fs::write(&path, text) {
+            Ok(()) => done.push(format!("wrote {}", path.display())),
+            Err(e) => done.push(format!("cannot write {}: {e}", path.display())),
+        }
+    }
+    if options.osc52 {
+        match osc52(text) {
+            Ok(()) => done.push("clipboard (OSC 52)".to_string()),
+            Err(e) => done.push(format!("clipboard failed: {e}")),
+        }
+    }
+    if done.is_empty() {
+        "nowhere to copy to".into()
+    } else {
+        format!("copied the row's PromQL: {}", done.join(", "))
     }
 }
 

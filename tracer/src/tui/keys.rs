@@ -12,14 +12,17 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("s", "cycle the sort: severity, count, recent, destination"),
     ("p", "pause / resume the screen (records are still counted)"),
-    ("Tab", "switch view: Flows, Services, DNS"),
+    (
+        "Tab",
+        "switch view: Flows, Services, DNS, Cluster (--prometheus)",
+    ),
     (
         "Enter",
-        "detail: why, what to check next, the flow's timeline",
+        "detail: why, what to check next, the timeline; Cluster: PromQL",
     ),
     (
         "y",
-        "copy the selected row as JSON (OSC 52 clipboard, and a file)",
+        "copy the row (Cluster: its PromQL) to the clipboard and a file",
     ),
     ("Up/Down j/k", "move; PgUp/PgDn, Home/End"),
     ("Esc", "close help, detail or the filter"),

@@ -5,9 +5,13 @@
 //! (widgets rendering `&State`) <- `keys.rs` (key -> action) <- `app.rs` (the loop: keys, frame
 //! tick, batches of records). `terminal.rs` owns the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
 //! ranked table. Records arrive on a channel: from `live.rs` through `sink::channel`, or from
-//! `replay.rs`.
+//! `replay.rs`. The Cluster view (`--prometheus`) has its own state (`cluster_state.rs`), pane
+//! (`cluster_view.rs`) and a task asking Prometheus (`cluster_poll.rs`).
 pub mod advice;
 pub mod app;
+pub mod cluster_poll;
+pub mod cluster_state;
+pub mod cluster_view;
 pub mod keys;
 pub mod state;
 pub mod summary;
@@ -25,6 +29,7 @@ use tokio::sync::mpsc;
 
 use self::{
     app::{Clock, Options},
+    cluster_state::{ClusterPane, ClusterUpdate},
     state::State,
     terminal::Session,
 };
@@ -34,6 +39,7 @@ use crate::{
     record::Record,
     replay,
     sink::{Sink, channel::ChannelSink},
+    sweep::client::Prometheus,
 };
 
 /// Records buffered between the pipeline and the TUI: about a second at 50k records/s. Past that
@@ -54,8 +60,34 @@ fn node_name() -> String {
         .map_or_else(|_| "unknown".into(), |s| s.trim().to_string())
 }
 
+/// `--prometheus`: the Cluster view's pane and its poller; a closed channel without it.
+fn cluster_view(
+    args: &TuiArgs,
+    prometheus: Option<Prometheus>,
+) -> (Option<ClusterPane>, mpsc::Receiver<ClusterUpdate>) {
+    match prometheus {
+        Some(p) => (
+            Some(ClusterPane::new(
+                p.url(),
+                args.cluster_window,
+                args.cluster_refresh,
+            )),
+            cluster_poll::spawn(p, args.cluster_window, args.cluster_refresh),
+        ),
+        None => (None, mpsc::channel(1).1),
+    }
+}
+
 pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
     // What can be refused is refused before the terminal is taken over, in one plain line.
+    let prometheus = args
+        .prometheus
+        .as_deref()
+        .map(Prometheus::new)
+        .transpose()?;
+    if args.cluster_only {
+        return cluster_only(&args, prometheus).await;
+    }
     live::check_before_start(&args.pipeline)?;
     let metrics = live::metrics_endpoint(&args.pipeline)?;
     let (tx, mut records) = mpsc::channel(CHANNEL_CAPACITY);
@@ -63,15 +95,20 @@ pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
     let sink: Box<dyn Sink> = Box::new(ChannelSink::new(tx, Arc::clone(&dropped)));
     let mut state = State::new(format!("node {}", node_name()), Some(SystemTime::now()));
     let mut session = Session::start(true).context("cannot start the terminal UI")?;
+    let (pane, mut cluster) = cluster_view(&args, prometheus);
+    if let Some(pane) = pane {
+        state = state.with_cluster(pane);
+    }
     let mut events = terminal::spawn_input();
     let options = options(Clock::Wall);
     let result = {
         let pipeline = live::run_with_sink(args.trace_args(), sink, metrics);
-        let app = app::run(
+        let app = app::run_with_cluster(
             &mut session.terminal,
             &mut state,
             &mut events,
             &mut records,
+            &mut cluster,
             &dropped,
             &options,
         );
@@ -88,6 +125,31 @@ pub async fn live(args: TuiArgs) -> anyhow::Result<()> {
     };
     session.finish();
     result
+}
+
+/// `--cluster-only`: the Cluster view alone; nothing on this node is traced or attached.
+async fn cluster_only(args: &TuiArgs, prometheus: Option<Prometheus>) -> anyhow::Result<()> {
+    let (Some(pane), mut cluster) = cluster_view(args, prometheus) else {
+        anyhow::bail!("--cluster-only needs --prometheus URL");
+    };
+    let mut state = State::cluster_only(pane.url.clone(), pane);
+    // Nothing sends records; the sender stays so the source is not reported ended.
+    let (_records_tx, mut records) = mpsc::channel::<Record>(1);
+    let dropped = AtomicU64::new(0);
+    let mut session = Session::start(false).context("cannot start the terminal UI")?;
+    let mut events = terminal::spawn_input();
+    let result = app::run_with_cluster(
+        &mut session.terminal,
+        &mut state,
+        &mut events,
+        &mut records,
+        &mut cluster,
+        &dropped,
+        &options(Clock::Wall),
+    )
+    .await;
+    session.finish();
+    Ok(result?)
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {

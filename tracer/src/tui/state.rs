@@ -1,7 +1,9 @@
 //! The TUI's state: the incident model (`incidents/`) and how the user looks at it (view, filters,
-//! sort, selection, pause). Never imports widgets: `view.rs` renders `&State`.
+//! sort, selection, pause), and the Cluster view's own state when there is one
+//! (`cluster_state.rs`). Never imports widgets: `view.rs` renders `&State`.
 use std::{cmp::Reverse, time::SystemTime};
 
+use super::cluster_state::{ClusterPane, ClusterRow, ClusterUpdate};
 use crate::{
     incidents::{
         Model,
@@ -17,24 +19,17 @@ pub enum View {
     Flows,
     Services,
     Dns,
+    /// Every node, from Prometheus (`--prometheus`).
+    Cluster,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Flows, View::Services, View::Dns];
-
     pub fn title(self) -> &'static str {
         match self {
             View::Flows => "Flows",
             View::Services => "Services",
             View::Dns => "DNS",
-        }
-    }
-
-    fn next(self) -> View {
-        match self {
-            View::Flows => View::Services,
-            View::Services => View::Dns,
-            View::Dns => View::Flows,
+            View::Cluster => "Cluster",
         }
     }
 }
@@ -143,6 +138,8 @@ pub enum Effect {
     Quit,
     /// Copy this JSON (the selected row) to the clipboard and a file.
     Copy(String),
+    /// Copy this `PromQL` (the Cluster view's selected row) to the clipboard and a file.
+    CopyPromql(String),
 }
 
 /// The whole TUI state: the model and how the user looks at it.
@@ -177,6 +174,10 @@ pub struct State {
     pub replay: bool,
     /// Rows per page, learned from the last draw, for PageUp/PageDown.
     pub page: usize,
+    /// This node is traced (not with `--cluster-only`): the Flows, Services and DNS views.
+    pub local: bool,
+    /// The Cluster view (`--prometheus`).
+    pub cluster: Option<ClusterPane>,
 }
 
 impl State {
@@ -200,15 +201,55 @@ impl State {
             source_ended: false,
             replay: started.is_none(),
             page: 10,
+            local: true,
+            cluster: None,
         }
+    }
+
+    /// With the Cluster view as well.
+    #[must_use]
+    pub fn with_cluster(mut self, pane: ClusterPane) -> State {
+        self.cluster = Some(pane);
+        self
+    }
+
+    /// Only the Cluster view: this node is not traced (`--cluster-only`).
+    pub fn cluster_only(origin: impl Into<String>, pane: ClusterPane) -> State {
+        let mut state = State::new(origin, Some(SystemTime::now())).with_cluster(pane);
+        state.local = false;
+        state.view = View::Cluster;
+        state
+    }
+
+    /// The views there are, in Tab order.
+    pub fn views(&self) -> Vec<View> {
+        let mut views = if self.local {
+            vec![View::Flows, View::Services, View::Dns]
+        } else {
+            Vec::new()
+        };
+        if self.cluster.is_some() {
+            views.push(View::Cluster);
+        }
+        views
     }
 
     pub fn apply(&mut self, record: Record) {
         self.model.apply(record);
     }
 
+    /// What the Cluster view's poller says.
+    pub fn apply_cluster(&mut self, update: ClusterUpdate) {
+        if let Some(pane) = &mut self.cluster {
+            pane.apply(update);
+        }
+    }
+
     pub fn tick(&mut self, now: SystemTime) {
         self.model.tick(now);
+        if let Some(pane) = &mut self.cluster {
+            pane.now = now;
+        }
     }
 
     /// The model on screen: frozen while paused.
@@ -294,6 +335,11 @@ impl State {
     /// Applies one user action; returns what the app must do outside the model.
     pub fn act(&mut self, action: Action) -> Effect {
         self.status = None;
+        if self.view == View::Cluster
+            && let Some(effect) = self.act_on_cluster(action)
+        {
+            return effect;
+        }
         let page = isize::try_from(self.page.max(1)).unwrap_or(10);
         match action {
             Action::Quit => return Effect::Quit,
@@ -323,9 +369,18 @@ impl State {
                     Some(_) => None,
                     None => Some(Box::new(self.model.clone())),
                 };
+                let paused = self.frozen.is_some();
+                if let Some(pane) = &mut self.cluster {
+                    pane.set_paused(paused);
+                }
             }
             Action::NextView => {
-                self.view = self.view.next();
+                let views = self.views();
+                let at = views.iter().position(|&v| v == self.view).unwrap_or(0);
+                self.view = views
+                    .get((at + 1) % views.len().max(1))
+                    .copied()
+                    .unwrap_or_default();
                 self.detail = false;
             }
             Action::ToggleDetail => {
@@ -363,6 +418,44 @@ impl State {
             Action::Bottom => self.move_selection(isize::MAX),
         }
         Effect::None
+    }
+}
+
+impl State {
+    /// The keys that mean something else in the Cluster view: moving, the detail, copying, Esc.
+    /// `None`: the action is the same as elsewhere.
+    fn act_on_cluster(&mut self, action: Action) -> Option<Effect> {
+        let screen = isize::try_from(self.page.max(1)).unwrap_or(10);
+        let filter = self.filter.clone();
+        let pane = self.cluster.as_mut()?;
+        let delta = match action {
+            Action::Up => -1,
+            Action::Down => 1,
+            Action::PageUp => -screen,
+            Action::PageDown => screen,
+            Action::Top => isize::MIN,
+            Action::Bottom => isize::MAX,
+            Action::ToggleDetail => {
+                pane.detail = !pane.detail && !pane.visible_rows(&filter).is_empty();
+                return Some(Effect::None);
+            }
+            Action::Copy => {
+                let rows = pane.visible_rows(&filter);
+                let promql = pane.selected_row(&rows).map(ClusterRow::promql_text);
+                if let Some(text) = promql {
+                    return Some(Effect::CopyPromql(text));
+                }
+                self.status = Some("no row to copy".into());
+                return Some(Effect::None);
+            }
+            Action::Close if !self.help && pane.detail => {
+                pane.detail = false;
+                return Some(Effect::None);
+            }
+            _ => return None,
+        };
+        pane.move_selection(&filter, delta);
+        Some(Effect::None)
     }
 }
 

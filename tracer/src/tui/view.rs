@@ -4,8 +4,9 @@
 //! ```text
 //!  header: origin, uptime, events/s, dropped (always there, red when non-zero), live/paused
 //!  verdict counts
-//!  tabs: Flows | Services | DNS            filter, verdict filter, sort
-//!  body: the flow table (with the detail pane below it), the Services view or the DNS view
+//!  cluster: the Prometheus behind the Cluster view: fresh, slow or unreachable (`--prometheus`)
+//!  tabs: Flows | Services | DNS | Cluster  filter, verdict filter, sort
+//!  body: the flow table (with the detail pane below it), the Services, DNS or Cluster view
 //!  footer: the text filter being typed, what the last action did, or the keys
 //! ```
 use std::time::{Duration, SystemTime};
@@ -24,6 +25,7 @@ use ratatui::{
 
 use super::{
     advice::next_check,
+    cluster_view,
     keys::HELP,
     state::{State, View},
 };
@@ -38,12 +40,21 @@ use crate::{
     verdict::VerdictKind,
 };
 
-/// Lines above and below the body: header (2), tabs (1), footer (1).
-const CHROME_LINES: u16 = 4;
+/// Lines above and below the body: tabs (1), footer (1); the header's are `header_lines`.
+const CHROME_LINES: u16 = 2;
+
+/// The header: what is traced and the verdict counts, and the Cluster view's Prometheus line.
+fn header_lines(state: &State) -> u16 {
+    if state.local && state.cluster.is_some() {
+        3
+    } else {
+        2
+    }
+}
 
 pub fn draw(frame: &mut Frame, state: &State) {
     let [header, tabs, body, footer] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(header_lines(state)),
         Constraint::Length(1),
         Constraint::Min(0),
         Constraint::Length(1),
@@ -67,6 +78,7 @@ pub fn draw(frame: &mut Frame, state: &State) {
         View::Flows => frame.render_widget(FlowTable(state), body),
         View::Services => frame.render_widget(ServicesView(state.shown()), body),
         View::Dns => frame.render_widget(DnsView(state.shown()), body),
+        View::Cluster => frame.render_widget(ClusterBody(state), body),
     }
     frame.render_widget(Footer(state), footer);
     if state.help {
@@ -74,9 +86,19 @@ pub fn draw(frame: &mut Frame, state: &State) {
     }
 }
 
-/// Rows of the flow table that fit a terminal of this height, for PageUp/PageDown.
-pub fn page_rows(height: u16) -> usize {
-    usize::from(height.saturating_sub(CHROME_LINES + 1))
+/// Rows of a table that fit a terminal of this height, for PageUp/PageDown.
+pub fn page_rows(height: u16, state: &State) -> usize {
+    usize::from(height.saturating_sub(CHROME_LINES + header_lines(state) + 1))
+}
+
+struct ClusterBody<'a>(&'a State);
+
+impl Widget for ClusterBody<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if let Some(pane) = &self.0.cluster {
+            cluster_view::render(self.0, pane, area, buf);
+        }
+    }
 }
 
 /// The colour of a verdict, the same everywhere.
@@ -128,6 +150,31 @@ struct Header<'a>(&'a State);
 impl Widget for Header<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let state = self.0;
+        let last_line = Rect {
+            y: area.y + area.height.saturating_sub(1),
+            height: area.height.min(1),
+            ..area
+        };
+        if let Some(pane) = &state.cluster
+            && !state.local
+        {
+            cluster_view::StatusLine(pane).render(last_line, buf);
+            // Only the cluster: the first line says so; nothing of this node is traced.
+            let first = Rect {
+                height: area.height.min(1),
+                ..area
+            };
+            Line::from(vec![
+                Span::styled(" tracer ", Style::new().bold()),
+                Span::styled(" CLUSTER ", Style::new().black().on_magenta()),
+                Span::raw(format!(
+                    "  every node's tracer, from Prometheus  {}",
+                    state.origin
+                )),
+            ])
+            .render(first, buf);
+            return;
+        }
         let model = state.shown();
         let mode = if state.paused() {
             Span::styled(
@@ -189,6 +236,9 @@ impl Widget for Header<'_> {
             counts.push(Span::raw("  "));
         }
         Text::from(vec![first, Line::from(counts)]).render(area, buf);
+        if let Some(pane) = &state.cluster {
+            cluster_view::StatusLine(pane).render(last_line, buf);
+        }
     }
 }
 
@@ -238,16 +288,22 @@ struct TabsLine<'a>(&'a State);
 impl Widget for TabsLine<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let state = self.0;
-        let selected = View::ALL.iter().position(|&v| v == state.view).unwrap_or(0);
-        let tabs = Tabs::new(View::ALL.map(View::title))
+        let views = state.views();
+        let selected = views.iter().position(|&v| v == state.view).unwrap_or(0);
+        let tabs = Tabs::new(views.into_iter().map(View::title))
             .select(selected)
             .highlight_style(Style::new().reversed().bold())
             .padding(" ", " ");
-        let mut settings = vec![Span::raw(format!(
-            "verdict: {}  sort: {}",
-            state.verdicts.label(),
-            state.sort.label()
-        ))];
+        // The verdict filter and the sort are the flow table's; the Cluster view ranks by itself.
+        let mut settings = if state.view == View::Cluster {
+            Vec::new()
+        } else {
+            vec![Span::raw(format!(
+                "verdict: {}  sort: {}",
+                state.verdicts.label(),
+                state.sort.label()
+            ))]
+        };
         if !state.filter.is_empty() {
             settings.insert(
                 0,
