@@ -87,7 +87,31 @@ impl Tracer {
                 tracer.stderr()
             );
         }
+        tracer.assert_forced_tiers();
         tracer
+    }
+
+    /// The kernel matrix forces hook tiers through the environment (`TRACER_TCP_HOOKS`,
+    /// `TRACER_DNS_HOOKS`): a test run that way must be traced on that tier, never on another the
+    /// tracer fell back to, or the scenario would pass for the wrong tier.
+    fn assert_forced_tiers(&self) {
+        let stderr = self.stderr();
+        for (var, side) in [("TRACER_TCP_HOOKS", "tcp"), ("TRACER_DNS_HOOKS", "dns")] {
+            let Ok(tier) = std::env::var(var) else {
+                continue;
+            };
+            if tier == "auto" {
+                continue;
+            }
+            let hooks = stderr
+                .lines()
+                .find(|l| l.starts_with("tracer: hooks: tcp="))
+                .unwrap_or_else(|| panic!("no hooks line on stderr:\n{stderr}"));
+            let on_tier = hooks
+                .split_whitespace()
+                .any(|word| word == format!("{side}={tier}"));
+            assert!(on_tier, "{var}={tier} but the tracer says: {hooks}");
+        }
     }
 
     pub fn stderr(&self) -> String {

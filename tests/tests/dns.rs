@@ -298,7 +298,16 @@ fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
     std::fs::create_dir_all(&dir).expect("nginx dir");
     let port = 8088;
     let conf = nginx_conf(&dir, vip, port);
-    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-timeout", "1.5"]);
+    let mut tracer = Tracer::start(&[
+        "--netns",
+        bed.client.name(),
+        "--dns-timeout",
+        "1.5",
+        // The client's namespace holds the Service's DNAT (a host-network client on a kube-proxy
+        // node): its conntrack names the backend, whichever side of the DNAT the hooks see.
+        "--conntrack-netns",
+        bed.client.name(),
+    ]);
     let conf_arg = conf.display().to_string();
     let master = bed.client.spawn(&[
         "nginx",
@@ -389,6 +398,85 @@ fn dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket() {
                 && v["dialed"] == format!("{vip}:53").as_str()),
         "lost queries name the dead server and the Service: {unanswered:?}"
     );
+}
+
+/// A DNS query for `web.test` of type `qtype` with id `id`, as a stub resolver sends it.
+fn query_bytes(id: u16, qtype: u16) -> Vec<u8> {
+    let mut q = Vec::new();
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]); // RD; one question
+    for label in NAME.split('.') {
+        q.push(u8::try_from(label.len()).expect("short label"));
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes()); // IN
+    q
+}
+
+/// glibc's resolver sends the A and AAAA queries of one lookup together, in one `sendmmsg` on a
+/// connected socket: each hook tier must see both messages of the call.
+#[test]
+fn dns_a_and_aaaa_sent_together_by_sendmmsg_are_both_followed() {
+    let bed = TwoHosts::new("dnsmmsg");
+    dnsmasq(&bed.server, &[bed.server_ip], Ipv4Addr::new(10, 231, 77, 7));
+    bed.server.nft(
+        "table inet tb_dnsmmsg {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 53 drop
+  }
+}
+",
+    );
+    let mut tracer = Tracer::start(&["--netns", bed.client.name(), "--dns-timeout", "1.5"]);
+    let server = std::net::SocketAddrV4::new(bed.server_ip, 53);
+    let sent = bed.client.run_in("resolver", move || {
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind");
+        socket.connect(server).expect("connect");
+        let mut queries = [query_bytes(0x4a41, 1), query_bytes(0x4a42, 28)];
+        let mut iovs: Vec<libc::iovec> = queries
+            .iter_mut()
+            .map(|q| libc::iovec {
+                iov_base: q.as_mut_ptr().cast(),
+                iov_len: q.len(),
+            })
+            .collect();
+        // SAFETY: zeroed mmsghdrs are valid; each points at one iovec alive for the call.
+        let mut messages: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .map(|iov| {
+                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
+                m.msg_hdr.msg_iovlen = 1;
+                m
+            })
+            .collect();
+        // SAFETY: the socket is open; `messages` holds 2 valid headers.
+        unsafe {
+            libc::sendmmsg(
+                std::os::fd::AsRawFd::as_raw_fd(&socket),
+                messages.as_mut_ptr(),
+                2,
+                0,
+            )
+        }
+    });
+    assert_eq!(sent, 2, "sendmmsg sent both queries");
+    let a = tracer.expect("the A query unanswered", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered" && v["qtype"] == "A"
+    });
+    let aaaa = tracer.expect("the AAAA query unanswered", Duration::from_secs(6), |v| {
+        v["kind"] == "dns" && v["verdict"] == "unanswered" && v["qtype"] == "AAAA"
+    });
+    for record in [&a, &aaaa] {
+        assert_eq!(record["name"], NAME, "{record}");
+        assert_eq!(record["server"], server.to_string().as_str(), "{record}");
+        assert_eq!(record["comm"], "resolver", "{record}");
+    }
+    assert_eq!(a["socket_cookie"], aaaa["socket_cookie"], "one socket: {a}\n{aaaa}");
+    let _ = tracer.stop();
 }
 
 #[test]
@@ -482,7 +570,9 @@ fn dns_unanswered_query_to_a_service_names_the_backend_from_conntrack() {
     let record = tracer.expect("an unanswered dns record", Duration::from_secs(6), |v| {
         v["kind"] == "dns" && v["verdict"] == "unanswered"
     });
-    assert_eq!(record["server"], format!("{vip}:53").as_str(), "{record}");
+    // Where the query went, whichever side of the node's DNAT the hooks saw it on.
+    assert_eq!(record["server"], format!("{backend}:53").as_str(), "{record}");
+    assert_eq!(record["dialed"], format!("{vip}:53").as_str(), "{record}");
     assert_eq!(record["service"], format!("{vip}:53").as_str(), "{record}");
     assert_eq!(
         record["backend"],

@@ -290,8 +290,47 @@ fn expected_capabilities() -> Vec<(&'static str, &'static str)> {
         ),
         ("dns", "full"),
         ("dns_refused", full_if(error_report)),
+        // Only the syscall tracepoints see a reply no later than the application reads it.
+        (
+            "dns_unread_replies",
+            full_if(expected_tiers().0 != "tracepoint"),
+        ),
         ("skipped_runs_counted", full_if(version >= (5, 12))),
     ]
+}
+
+/// The hook tier the tracer must pick on this kernel, (DNS, TCP), from what the kernel allows as
+/// read here: the cheapest first, or the one the environment forces.
+fn expected_tiers() -> (String, String) {
+    let fentry = kernel_facts::loads_fentry();
+    let kprobes = kernel_facts::has_kprobes();
+    let error_report = kernel_facts::has_tracepoint("inet_sk_error_report");
+    let dns = if fentry {
+        "fentry"
+    } else if kernel_facts::has_tracepoint("sock_send_length") {
+        "tracepoint"
+    } else if kprobes {
+        "kprobe"
+    } else {
+        "cgroup-skb"
+    };
+    let tcp = if fentry && error_report {
+        "fentry"
+    } else if kprobes && error_report {
+        "kprobe"
+    } else {
+        "tracepoint"
+    };
+    let forced = |var: &str, default: &str| {
+        std::env::var(var)
+            .ok()
+            .filter(|t| t != "auto")
+            .unwrap_or_else(|| default.to_string())
+    };
+    (
+        forced("TRACER_DNS_HOOKS", dns),
+        forced("TRACER_TCP_HOOKS", tcp),
+    )
 }
 
 fn assert_kernel_object(stats: &Value, expected: &[(&str, &str)], stderr: &str) {
@@ -340,6 +379,14 @@ fn the_kernel_object_lists_every_capability_in_the_first_and_final_stats() {
     });
     let (_, seen, stderr) = tracer.stop();
     assert_kernel_object(&first, &expected, &stderr);
+    let (dns, tcp) = expected_tiers();
+    let hooks = &first["kernel"]["hooks"];
+    assert_eq!(hooks["dns"]["tier"], dns.as_str(), "{first}");
+    assert_eq!(hooks["tcp"]["tier"], tcp.as_str(), "{first}");
+    assert!(
+        stderr.contains(&format!("tracer: hooks: tcp={tcp} dns={dns}")),
+        "said once on stderr:\n{stderr}"
+    );
     let last = seen
         .iter()
         .rev()

@@ -1,6 +1,8 @@
-//! The OCI image `cargo xtask image` builds (`TRACER_IMAGE`), checked offline: a valid layout, the
-//! entrypoint the DaemonSet and `kubectl debug` rely on, the binary inside byte-identical to the
-//! static binary the other tests and the kernel matrix run (`TRACER_BIN`). Then that binary,
+//! The OCI image `cargo xtask image` builds (`TRACER_IMAGE`), checked offline: one image index with
+//! an amd64 and an arm64 image, each a valid layout with the entrypoint the DaemonSet and `kubectl
+//! debug` rely on and the binary inside byte-identical to the static binary of its architecture
+//! that the other tests and the kernel matrix run (`TRACER_BIN`, `TRACER_BIN_ARM64`). Then the
+//! host's binary,
 //! unpacked from the image's rootfs, runs the way the DaemonSet in `deploy/` runs it: its arguments,
 //! its capabilities and no others, the host's network and PID namespaces, the node's cgroup v2 root,
 //! `/sys` and `/run/netns` visible. (No container can be started on this machine: crun refuses its
@@ -36,18 +38,48 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The image unpacked by umoci (which checks the layout, manifest and layer digests as it goes).
+/// The static binary of each architecture the image is for, by OCI architecture name.
+fn binary_of(arch: &str) -> PathBuf {
+    let var = match arch {
+        "amd64" => "TRACER_BIN",
+        "arm64" => "TRACER_BIN_ARM64",
+        other => panic!("the image is for no architecture {other}"),
+    };
+    PathBuf::from(std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the integration tests with `cargo xtask test`")
+    }))
+}
+
+/// The host's OCI architecture name.
+fn host_arch() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else {
+        "amd64"
+    }
+}
+
+/// One architecture's image unpacked by umoci (which checks the layout, manifest and layer digests
+/// as it goes).
 struct Unpacked {
     dir: PathBuf,
 }
 
 impl Unpacked {
     fn new() -> Unpacked {
-        let dir = std::env::temp_dir().join(format!("tb-image-{}", std::process::id()));
+        Unpacked::of(host_arch())
+    }
+
+    fn of(arch: &str) -> Unpacked {
+        let dir = std::env::temp_dir().join(format!("tb-image-{arch}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("work dir");
         let layout = dir.join("oci");
         run(Command::new("skopeo").args([
+            "--override-arch",
+            arch,
+            "--override-os",
+            "linux",
             "copy",
             "--quiet",
             &format!("oci-archive:{}", image_archive().display()),
@@ -87,48 +119,90 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 #[test]
-fn the_image_is_a_valid_oci_archive_with_the_entrypoint_the_deployments_use() {
-    let config: Value = serde_json::from_str(&run(Command::new("skopeo").args([
+fn the_image_is_one_index_of_an_amd64_and_an_arm64_image() {
+    let index: Value = serde_json::from_str(&run(Command::new("skopeo").args([
         "inspect",
-        "--config",
+        "--raw",
         &format!("oci-archive:{}", image_archive().display()),
     ])))
-    .expect("image config JSON");
-    assert_eq!(config["os"], "linux", "{config}");
+    .expect("image index JSON");
     assert_eq!(
-        config["config"]["Entrypoint"],
-        serde_json::json!(["/usr/local/bin/tracer"]),
-        "{config}"
+        index["mediaType"], "application/vnd.oci.image.index.v1+json",
+        "{index}"
     );
-    assert_eq!(
-        config["config"]["Cmd"],
-        serde_json::json!(["trace"]),
-        "{config}"
-    );
-    let env = strings(&config["config"]["Env"]);
-    assert!(
-        env.iter()
-            .any(|e| e.starts_with("PATH=") && e.contains("/usr/local/bin")),
-        "`kubectl debug ... -- tracer tui` finds the binary by name: {env:?}"
-    );
+    let mut platforms: Vec<String> = index["manifests"]
+        .as_array()
+        .expect("manifests")
+        .iter()
+        .map(|m| {
+            assert_eq!(
+                m["mediaType"], "application/vnd.oci.image.manifest.v1+json",
+                "{m}"
+            );
+            format!(
+                "{}/{}",
+                m["platform"]["os"].as_str().unwrap_or("?"),
+                m["platform"]["architecture"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    platforms.sort();
+    assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "{index}");
+}
+
+#[test]
+fn each_platforms_image_has_the_entrypoint_the_deployments_use_and_its_dist_binary() {
     // The DaemonSet gives arguments only: the image's entrypoint runs them.
     let container = daemonset_container();
     assert!(container.get("command").is_none(), "{container}");
     assert_eq!(strings(&container["args"])[0], "trace", "{container}");
+    for arch in ["amd64", "arm64"] {
+        let config: Value = serde_json::from_str(&run(Command::new("skopeo").args([
+            "--override-arch",
+            arch,
+            "--override-os",
+            "linux",
+            "inspect",
+            "--config",
+            &format!("oci-archive:{}", image_archive().display()),
+        ])))
+        .expect("image config JSON");
+        assert_eq!(config["os"], "linux", "{config}");
+        assert_eq!(config["architecture"], arch, "{config}");
+        assert_eq!(
+            config["config"]["Entrypoint"],
+            serde_json::json!(["/usr/local/bin/tracer"]),
+            "{arch}: {config}"
+        );
+        assert_eq!(
+            config["config"]["Cmd"],
+            serde_json::json!(["trace"]),
+            "{arch}: {config}"
+        );
+        let env = strings(&config["config"]["Env"]);
+        assert!(
+            env.iter()
+                .any(|e| e.starts_with("PATH=") && e.contains("/usr/local/bin")),
+            "{arch}: `kubectl debug ... -- tracer tui` finds the binary by name: {env:?}"
+        );
 
-    let unpacked = Unpacked::new();
-    let inside = std::fs::read(unpacked.rootfs().join("usr/local/bin/tracer")).expect("binary");
-    let tested = std::fs::read(tracer_bin()).expect("TRACER_BIN");
-    assert!(
-        inside == tested,
-        "the binary in the image is the static binary the tests and the kernel matrix run"
-    );
-    let files: Vec<_> = walk(&unpacked.rootfs());
-    assert_eq!(
-        files,
-        vec!["tmp".to_string(), "usr/local/bin/tracer".to_string()],
-        "FROM scratch: the binary and /tmp, nothing else"
-    );
+        let unpacked = Unpacked::of(arch);
+        let inside = std::fs::read(unpacked.rootfs().join("usr/local/bin/tracer")).expect("binary");
+        let dist = binary_of(arch);
+        let tested = std::fs::read(&dist).expect("the dist binary");
+        assert!(
+            inside == tested,
+            "{arch}: the binary in the image is {} byte for byte, the static binary the tests \
+             and the kernel matrix run",
+            dist.display()
+        );
+        let files: Vec<_> = walk(&unpacked.rootfs());
+        assert_eq!(
+            files,
+            vec!["tmp".to_string(), "usr/local/bin/tracer".to_string()],
+            "{arch}: FROM scratch: the binary and /tmp, nothing else"
+        );
+    }
 }
 
 fn walk(root: &Path) -> Vec<String> {

@@ -197,6 +197,12 @@ pub mod counter {
     pub const DNS_RINGBUF_FULL: u32 = 11;
     /// Servers whose healthy DNS counter could not be created.
     pub const DNS_HEALTHY_MAP_FULL: u32 = 12;
+    /// UDP datagrams to or from port 53 whose DNS header the hook could not read (user memory
+    /// not paged in, a header outside an skb's linear data). Shown as dropped.
+    pub const DNS_UNREADABLE: u32 = 13;
+    /// Messages of one `sendmmsg`/`recvmmsg` call past the ones the syscall-tracepoint hooks
+    /// read (`MAX_MMSG`). Shown as dropped.
+    pub const DNS_MMSG_BEYOND: u32 = 14;
     /// Number of counters; size of the array.
     pub const COUNT: u32 = 16;
 }
@@ -232,7 +238,8 @@ pub const MAX_DNS_SOCK_ERRORS: u32 = 4_096;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DnsKey {
     pub netns_inode: u64,
-    /// `bpf_get_socket_cookie`, equal to the socket's `SO_COOKIE`.
+    /// Which socket: its cookie (`SO_COOKIE`) on the hook tiers that can ask for one, else a
+    /// number derived from its kernel address (`DnsConfig::socket_id_key`, top bit set).
     pub socket_cookie: u64,
     /// DNS transaction id.
     pub id: u16,
@@ -268,10 +275,13 @@ pub struct PendingDns {
     /// connect rewrite had made the socket's remote address the backend).
     pub dialed_by_socket_lb: u8,
     pub _pad: [u8; 5],
+    /// The socket's cookie (`SO_COOKIE`) when it has one, 0 if nobody asked for it. Equal to
+    /// `DnsKey::socket_cookie` on the hook tiers that key queries by cookie.
+    pub cookie: u64,
     /// The question section's first bytes, raw wire format.
     pub question: [u8; DNS_QUESTION_BYTES],
 }
-const _: () = assert!(size_of::<PendingDns>() == 168);
+const _: () = assert!(size_of::<PendingDns>() == 176);
 
 impl Default for PendingDns {
     fn default() -> PendingDns {
@@ -291,6 +301,7 @@ impl Default for PendingDns {
             flags: 0,
             dialed_by_socket_lb: 0,
             _pad: [0; 5],
+            cookie: 0,
             question: [0; DNS_QUESTION_BYTES],
         }
     }
@@ -313,7 +324,7 @@ pub struct DnsEvent {
     pub _pad2: [u8; 6],
     pub query: PendingDns,
 }
-const _: () = assert!(size_of::<DnsEvent>() == 232);
+const _: () = assert!(size_of::<DnsEvent>() == 240);
 
 /// Healthy DNS replies from one server (as the reply's source) in one namespace.
 #[repr(C)]
@@ -342,8 +353,78 @@ const _: () = assert!(size_of::<SockError>() == 16);
 pub struct DnsConfig {
     /// Replies slower than this are sent to userspace even when NOERROR.
     pub slow_reply_ns: u64,
+    /// 0: DNS sockets are known by their cookie (the hooks can ask the kernel for it). Otherwise
+    /// (fentry and kprobe hooks on a `struct sock` they read from an skb or a register, which the
+    /// cookie helper does not take) by `(address ^ key) | 1 << 63`: stable for the socket's life,
+    /// never equal to a cookie (a counter), and no kernel address in the output.
+    pub socket_id_key: u64,
 }
-const _: () = assert!(size_of::<DnsConfig>() == 8);
+const _: () = assert!(size_of::<DnsConfig>() == 16);
+
+/// Bit set in every socket id derived from an address (`DnsConfig::socket_id_key`).
+pub const SOCKET_ID_FROM_ADDRESS: u64 = 1 << 63;
+
+/// Where the fentry, kprobe and syscall-tracepoint DNS hooks find what they read, in the running
+/// kernel's structures: offsets from its BTF, written by userspace before load.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HookOffsets {
+    /// `struct sk_buff`: its socket, the start of its buffer, and the network and transport
+    /// headers' and the linear data's end offsets from that start (`u16`, `u16`, `u32` on 64-bit
+    /// kernels).
+    pub skb_sk: u32,
+    pub skb_head: u32,
+    pub skb_network_header: u32,
+    pub skb_transport_header: u32,
+    pub skb_tail: u32,
+    /// `struct pt_regs` of the calling task: where its syscall's arguments 0 to 5 and its syscall
+    /// number are (x86-64: `di`, `si`, `dx`, `r10`, `r8`, `r9`, `orig_ax`; arm64: `orig_x0`,
+    /// `regs[1..6]`, `syscallno`).
+    pub syscall_args: [u32; 6],
+    pub syscall_nr: u32,
+    /// `flowi4.uli` and `flowi6.uli`: a UDP datagram's ports (`union flowi_uli`: destination, then
+    /// source, network order) where `udp_send_skb()` gets them, before it writes the UDP header.
+    pub flowi4_uli: u32,
+    pub flowi6_uli: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<HookOffsets>() == 60);
+
+/// This architecture's numbers of the syscalls whose buffers the syscall-tracepoint DNS hooks read
+/// (-1 where the architecture has none). The user structures they point at (`msghdr`, `mmsghdr`,
+/// `iovec`, `sockaddr_in{,6}`) have one layout on every 64-bit Linux.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallNumbers {
+    pub read: i32,
+    pub write: i32,
+    pub readv: i32,
+    pub writev: i32,
+    pub sendto: i32,
+    pub recvfrom: i32,
+    pub sendmsg: i32,
+    pub recvmsg: i32,
+    pub sendmmsg: i32,
+    pub recvmmsg: i32,
+}
+const _: () = assert!(size_of::<SyscallNumbers>() == 40);
+
+impl Default for SyscallNumbers {
+    fn default() -> SyscallNumbers {
+        SyscallNumbers {
+            read: -1,
+            write: -1,
+            readv: -1,
+            writev: -1,
+            sendto: -1,
+            recvfrom: -1,
+            sendmsg: -1,
+            recvmsg: -1,
+            sendmmsg: -1,
+            recvmmsg: -1,
+        }
+    }
+}
 
 /// Offsets of `struct sock` fields the kernel side reads through a raw tracepoint's `sk` pointer.
 /// They differ between kernel builds, so userspace reads them from the running kernel's BTF and
@@ -487,7 +568,9 @@ pub struct KernelFilter {
     /// what attaching the hooks costs before they do any work). Read-only data, so the verifier
     /// knows it and drops the branch it never takes: a normal run pays nothing for it.
     pub hooks_only: u32,
-    pub _pad: u32,
+    /// Non-zero when the TCP state tracepoint is attached (the `tracepoint` TCP tier): an attempt's
+    /// close is then seen as it happens. On the `fentry` and `kprobe` tiers only its end is.
+    pub state_changes_seen: u32,
 }
 const _: () = assert!(size_of::<KernelFilter>() == 16);
 
@@ -510,4 +593,6 @@ mod user {
     unsafe impl aya::Pod for super::ReplyLoss {}
     unsafe impl aya::Pod for super::ReplyEvent {}
     unsafe impl aya::Pod for super::HandshakeKey {}
+    unsafe impl aya::Pod for super::HookOffsets {}
+    unsafe impl aya::Pod for super::SyscallNumbers {}
 }

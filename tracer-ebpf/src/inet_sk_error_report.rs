@@ -9,8 +9,8 @@
 //!   `sk_err_soft` (written after this report), the application reads it through `SO_ERROR` (which
 //!   clears it) and closes. So the errno is read from the newest queued skb and kept on the attempt.
 //!
-//! A socket that is not a connect attempt with `sk_err == ECONNREFUSED` is remembered by socket
-//! cookie in `DNS_SOCK_ERRORS`: a connected UDP DNS socket whose query came back as ICMP
+//! A socket that is not a connect attempt with `sk_err == ECONNREFUSED` is remembered by the ids the
+//! DNS hooks may know it by in `DNS_SOCK_ERRORS`: a connected UDP DNS socket whose query came back as ICMP
 //! port-unreachable (userspace reports the query `refused`). A socket whose replies were being
 //! retransmitted keeps its error (`ETIMEDOUT`: the kernel gave up) for its end (`replies.rs`):
 //! the application reading it clears `sk_err` before the socket is freed.
@@ -23,6 +23,7 @@ use tracer_common::{EVENT_CONNECT_END, SockError};
 
 use crate::{
     attempts::{self, Sock},
+    dns,
     maps::{emit, hooks_only, now_ns},
     maps_dns::DNS_SOCK_ERRORS,
     replies, sock_fields,
@@ -73,16 +74,17 @@ fn remember_refused_socket(sock: u64, error: i32) {
     if error != ECONNREFUSED {
         return;
     }
-    // `struct sock` starts with `struct sock_common`; the cookie is 0 until someone asked for it
-    // (the DNS egress hook does, for every query).
-    let cookie = sock_fields::cookie(sock);
-    if cookie == 0 {
-        return;
-    }
     let value = SockError {
         at_ns: now_ns(),
         errno: error,
         _pad: 0,
     };
-    let _ = DNS_SOCK_ERRORS.insert(&cookie, &value, 0);
+    // Under both ids the DNS hooks may know the socket by, whichever tier runs: its cookie (0
+    // until someone asked for it; the DNS hooks that key by cookie do, for every query) and its
+    // address.
+    let cookie = sock_fields::cookie(sock);
+    if cookie != 0 {
+        let _ = DNS_SOCK_ERRORS.insert(&cookie, &value, 0);
+    }
+    let _ = DNS_SOCK_ERRORS.insert(&dns::socket_id(sock), &value, 0);
 }

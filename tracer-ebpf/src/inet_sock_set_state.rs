@@ -1,6 +1,9 @@
-//! `sock:inet_sock_set_state`: the backbone. Every TCP state change on the node passes here, which is
-//! exactly what a connect attempt is: `CLOSE -> SYN_SENT` when `connect()` starts, then `SYN_SENT ->
-//! ESTABLISHED` (answered) or `SYN_SENT -> CLOSE` (refused, unreachable, timed out or abandoned).
+//! `sock:inet_sock_set_state`, the TCP `tracepoint` tier (kernels without fentry and kprobes, like
+//! this development VM's): every TCP state change on the node passes here, which is exactly what a
+//! connect attempt is: `CLOSE -> SYN_SENT` when `connect()` starts, then `SYN_SENT -> ESTABLISHED`
+//! (answered) or `SYN_SENT -> CLOSE` (refused, unreachable, timed out or abandoned). The `fentry`
+//! and `kprobe` tiers hook `tcp_connect()` and `tcp_init_transfer()` instead (`tcp_connect.rs`,
+//! `tcp_init_transfer.rs`): they run for connects only, not for every change of every socket.
 //!
 //! The attempt was opened by the `connect()` hook (`cgroup_connect.rs`: caller, namespace, dialled
 //! address). At `CLOSE -> SYN_SENT` the socket knows its route: addresses are added and the clock
@@ -27,15 +30,14 @@
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::btf_tracepoint, programs::BtfTracePointContext,
 };
-use tracer_common::{
-    Attempt, EVENT_CONNECT_END, Endpoint, FLAG_ANSWERED, FLAG_DIALED_BY_SOCKET_LB,
-    FLAG_DIALED_KNOWN, FLAG_RST_RECEIVED, HealthyKey, HealthyStats, counter,
-};
+use tracer_common::{EVENT_CONNECT_END, FLAG_RST_RECEIVED};
 
 use crate::{
+    answered::{Seen, answered},
     attempts::{self, Sock},
-    maps::{ATTEMPT_SCRATCH, HEALTHY, caller, count, emit, filter, hooks_only, now_ns},
+    maps::{emit, hooks_only, now_ns},
     replies, sock_fields,
+    syn_sent::on_syn_sent,
 };
 
 const IPPROTO_TCP: u16 = 6;
@@ -77,131 +79,6 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         _ => {}
     }
     0
-}
-
-fn on_syn_sent(sk: Sock) {
-    let addrs = sock_fields::addrs(sk.0);
-    let now = now_ns();
-    // Opened by the connect() hook in this very call: complete it with what the socket knows now.
-    if let Some(attempt) = attempts::attempt_of(sk) {
-        at_first_syn(attempt, sk, &addrs, now);
-        attempt.closed_ns = 0;
-        attempt.flags &= FLAG_DIALED_KNOWN | FLAG_DIALED_BY_SOCKET_LB;
-        attempt.soft_error = 0;
-        return;
-    }
-    // A socket the hook did not see (a kernel socket): its namespace is unknown, so it is followed
-    // only without a namespace filter, attributed to whoever runs.
-    if filter().netns_inode != 0 {
-        return;
-    }
-    // Or one the hook saw but found the table full for: not followed, and counted already.
-    if attempts::was_unstored(sk) {
-        return;
-    }
-    let Some(slot) = ATTEMPT_SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
-    let who = caller(bpf_get_current_pid_tgid());
-    // SAFETY: this CPU's scratch slot, this program's alone while it runs; zeroed, then filled
-    // field by field so no `Attempt` is built on the stack.
-    let attempt = unsafe {
-        core::ptr::write_bytes(slot, 0, 1);
-        &mut *slot
-    };
-    attempt.sock = sk.0;
-    attempt.cgroup_id = who.cgroup_id;
-    attempt.pid = who.pid;
-    attempt.tid = who.tid;
-    attempt.comm = who.comm;
-    at_first_syn(attempt, sk, &addrs, now);
-    if attempts::open(sk, attempt) {
-        count(counter::ATTEMPTS_STARTED);
-    }
-}
-
-/// What the socket knows as its first SYN leaves, for either kind of attempt: when, its addresses
-/// and ports (the source port is bound by now), and its cookie.
-#[expect(
-    clippy::inline_always,
-    reason = "one body in each path of `on_syn_sent`, as before: no call frame on a stack 5.10 and \
-              6.1 hold to 512 bytes across calls"
-)]
-#[inline(always)]
-fn at_first_syn(attempt: &mut Attempt, sk: Sock, addrs: &sock_fields::Addrs, now: u64) {
-    attempt.start_ns = now;
-    attempt.saddr = addrs.saddr;
-    attempt.daddr = addrs.daddr;
-    attempt.family = addrs.family;
-    attempt.sport = addrs.sport;
-    attempt.dport = addrs.dport;
-    attempt.syn_count = 1;
-    attempt.cookie = sock_fields::cookie(sk.0);
-}
-
-/// When the answer was seen: as the socket left `SYN_SENT`, or only when it was destroyed (that
-/// run was skipped, see the module comment).
-#[derive(PartialEq, Eq)]
-pub enum Seen {
-    OnTime,
-    AtDestroy,
-}
-
-/// Ends `attempt` of `sk` as answered: a record if it took retransmits, else a healthy count.
-pub fn answered(sk: Sock, attempt: &mut Attempt, seen: Seen) {
-    attempt.flags |= FLAG_ANSWERED;
-    if seen == Seen::AtDestroy {
-        count(counter::ANSWERED_SEEN_LATE);
-    }
-    if attempt.syn_count > 1 {
-        emit(EVENT_CONNECT_END, 0, attempt);
-    } else if seen == Seen::OnTime {
-        // Healthy: answered on the first SYN. Count it per destination, send nothing.
-        count_healthy(attempt);
-    } else {
-        // Answered on the first SYN, but when is unknown: counted, kept out of the mean wait.
-        count(counter::ESTABLISHED_FIRST_SYN);
-    }
-    attempts::end(sk);
-}
-
-fn count_healthy(attempt: &Attempt) {
-    count(counter::ESTABLISHED_FIRST_SYN);
-    let key = HealthyKey {
-        dst: Endpoint {
-            netns_inode: attempt.netns_inode,
-            addr: attempt.daddr,
-            port: attempt.dport,
-            family: attempt.family,
-            _pad: [0; 4],
-        },
-        pid: attempt.pid,
-        _pad: 0,
-    };
-    let waited = now_ns().saturating_sub(attempt.start_ns);
-    if let Some(stats) = HEALTHY.get_ptr_mut(&key) {
-        // SAFETY: valid per-CPU map value pointer: no other writer while this program runs here.
-        unsafe {
-            (*stats).established += 1;
-            (*stats).syn_sent_ns_total += waited;
-            (*stats).cgroup_id = attempt.cgroup_id;
-            (*stats).comm = attempt.comm;
-        }
-    } else if HEALTHY
-        .insert(
-            &key,
-            &HealthyStats {
-                established: 1,
-                syn_sent_ns_total: waited,
-                cgroup_id: attempt.cgroup_id,
-                comm: attempt.comm,
-            },
-            0,
-        )
-        .is_err()
-    {
-        count(counter::HEALTHY_MAP_FULL);
-    }
 }
 
 fn on_closed(sk: Sock) {

@@ -42,19 +42,30 @@
     reason = "map keys and values go by reference so large ones are not copied on the 512-byte BPF stack"
 )]
 
+mod answered;
 mod attempts;
 mod cgroup_connect;
 mod cgroup_skb_dns;
+mod dns;
 mod inet_sk_error_report;
 mod inet_sock_set_state;
+mod kernel_skb;
 mod maps;
 mod maps_dns;
 mod replies;
 mod sock_fields;
+mod sock_recv_length;
+mod sock_send_length;
+mod syn_sent;
+mod syscall_buffers;
+mod tcp_connect;
 mod tcp_destroy_sock;
+mod tcp_init_transfer;
 mod tcp_receive_reset;
 mod tcp_retransmit_skb;
 mod tcp_retransmit_synack;
+mod udp_enqueue;
+mod udp_send_skb;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -95,7 +95,7 @@ pub fn cilium_reverse_sk() -> u32 {
 static FILTER: KernelFilter = KernelFilter {
     netns_inode: 0,
     hooks_only: 0,
-    _pad: 0,
+    state_changes_seen: 1,
 };
 
 /// Set by userspace before load from the running kernel's BTF.
@@ -139,6 +139,11 @@ pub fn sock_offsets() -> SockOffsets {
 pub fn filter() -> KernelFilter {
     // SAFETY: FILTER is a plain static; the volatile read stops the compiler from folding the default.
     unsafe { core::ptr::read_volatile(&raw const FILTER) }
+}
+
+/// Whether the TCP state tracepoint is attached (`KernelFilter::state_changes_seen`).
+pub fn state_changes_seen() -> bool {
+    filter().state_changes_seen != 0
 }
 
 /// `tracer trace --hooks-only`: every program returns before doing anything.

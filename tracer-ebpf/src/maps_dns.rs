@@ -1,12 +1,12 @@
-//! Maps and settings of the DNS hooks (`cgroup_skb_dns.rs`, and the ICMP case in
+//! Maps and settings of the DNS hooks (`dns.rs` and the hooks that call it, and the ICMP case in
 //! `inet_sk_error_report.rs`). Kept apart from `maps.rs` so the TCP maps can change independently.
 use aya_ebpf::{
     macros::map,
     maps::{HashMap, LruHashMap, LruPerCpuHashMap, PerCpuArray},
 };
 use tracer_common::{
-    DnsConfig, DnsHealthyStats, DnsKey, Endpoint, MAX_DNS_SERVERS, MAX_DNS_SOCK_ERRORS,
-    MAX_PENDING_DNS, PendingDns, SockError,
+    DnsConfig, DnsHealthyStats, DnsKey, Endpoint, HookOffsets, MAX_DNS_SERVERS,
+    MAX_DNS_SOCK_ERRORS, MAX_PENDING_DNS, PendingDns, SockError, SyscallNumbers,
 };
 
 /// UDP DNS queries awaiting their reply. The reply removes its query; userspace removes the ones
@@ -42,9 +42,50 @@ pub static DNS_SOCK_ANSWERED: LruHashMap<u64, u64> =
 #[unsafe(no_mangle)]
 static DNS_CONFIG: DnsConfig = DnsConfig {
     slow_reply_ns: 500_000_000,
+    socket_id_key: 0,
 };
 
 pub fn dns_config() -> DnsConfig {
     // SAFETY: plain static; the volatile read stops the compiler from folding the default.
     unsafe { core::ptr::read_volatile(&raw const DNS_CONFIG) }
+}
+
+/// Set by userspace before load from the running kernel's BTF (`sk_buff` and `pt_regs` fields).
+#[unsafe(no_mangle)]
+static HOOK_OFFSETS: HookOffsets = HookOffsets {
+    skb_sk: 0,
+    skb_head: 0,
+    skb_network_header: 0,
+    skb_transport_header: 0,
+    skb_tail: 0,
+    syscall_args: [0; 6],
+    syscall_nr: 0,
+    flowi4_uli: 0,
+    flowi6_uli: 0,
+    _pad: 0,
+};
+
+pub fn hook_offsets() -> HookOffsets {
+    // SAFETY: as for DNS_CONFIG.
+    unsafe { core::ptr::read_volatile(&raw const HOOK_OFFSETS) }
+}
+
+/// Set by userspace before load: this architecture's syscall numbers.
+#[unsafe(no_mangle)]
+static SYSCALLS: SyscallNumbers = SyscallNumbers {
+    read: -1,
+    write: -1,
+    readv: -1,
+    writev: -1,
+    sendto: -1,
+    recvfrom: -1,
+    sendmsg: -1,
+    recvmsg: -1,
+    sendmmsg: -1,
+    recvmmsg: -1,
+};
+
+pub fn syscalls() -> SyscallNumbers {
+    // SAFETY: as for DNS_CONFIG.
+    unsafe { core::ptr::read_volatile(&raw const SYSCALLS) }
 }

@@ -90,25 +90,34 @@ pub fn state(sock: u64) -> u8 {
 /// picked one).
 pub fn addrs(sock: u64) -> Addrs {
     let off = sock_offsets();
-    let family: u16 = field(sock, off.skc_family);
-    let mut saddr = [0u8; 16];
-    let mut daddr = [0u8; 16];
-    if family == AF_INET6 {
-        saddr = field(sock, off.skc_v6_rcv_saddr);
-        daddr = field(sock, off.skc_v6_daddr);
-    } else {
-        let s: [u8; 4] = field(sock, off.skc_rcv_saddr);
-        let d: [u8; 4] = field(sock, off.skc_daddr);
-        saddr[..4].copy_from_slice(&s);
-        daddr[..4].copy_from_slice(&d);
-    }
-    Addrs {
-        family,
+    let mut addrs = Addrs {
+        family: field(sock, off.skc_family),
         sport: u16::from_be(field(sock, off.inet_sport)),
         dport: u16::from_be(field(sock, off.skc_dport)),
-        saddr,
-        daddr,
+        saddr: [0; 16],
+        daddr: [0; 16],
+    };
+    // Read into place: temporaries per field made this frame too large to sit under the
+    // tracepoint tier's DNS programs on kernels that count two calls' stacks together.
+    if addrs.family == AF_INET6 {
+        read_into(sock + u64::from(off.skc_v6_rcv_saddr), &mut addrs.saddr);
+        read_into(sock + u64::from(off.skc_v6_daddr), &mut addrs.daddr);
+    } else {
+        read_into(sock + u64::from(off.skc_rcv_saddr), &mut addrs.saddr[..4]);
+        read_into(sock + u64::from(off.skc_daddr), &mut addrs.daddr[..4]);
     }
+    addrs
+}
+
+/// Kernel bytes at `address` into `out`; left as they were if they cannot be read.
+fn read_into(address: u64, out: &mut [u8]) {
+    // SAFETY: bpf_probe_read_kernel_buf tolerates any address and fails cleanly.
+    let _ = unsafe { aya_ebpf::helpers::bpf_probe_read_kernel_buf(address as *const u8, out) };
+}
+
+/// `skc_daddr`: an IPv4 socket's remote address, zero while it is not connected.
+pub fn daddr_v4(sock: u64) -> [u8; 4] {
+    field(sock, sock_offsets().skc_daddr)
 }
 
 /// The socket's network namespace as its inode number (what `stat` on `/proc/PID/ns/net` says), 0 if

@@ -7,20 +7,28 @@
 //!
 //! An attempt the `connect()` hook opened that never reached `SYN_SENT` failed before any SYN left
 //! (no route, a local policy, an invalid address): reported now, with no errno (that stayed in the
-//! syscall's return value; userspace checks the route).
+//! syscall's return value; userspace checks the route). On the `fentry` and `kprobe` TCP tiers,
+//! which see no state change, an IPv4 one that got its destination set but no local port found
+//! none free (`tcp_v4_connect()` sets the destination only once it has a route): `EADDRNOTAVAIL`,
+//! as the state tracepoint tells it at `SYN_SENT -> CLOSE`.
+//!
+//! An application's close of a socket in `SYN_SENT` (abandoned) keeps what an ICMP error that came
+//! while it held the socket said, for userspace to tell a refusal from a black hole.
 //!
 //! An attempt whose leaving `SYN_SENT` was not seen (the kernel skipped that run, see
 //! `inet_sock_set_state.rs`) is settled here from the socket itself: answered if it took in a
 //! SYN-ACK, else lost.
 use aya_ebpf::{macros::btf_tracepoint, programs::BtfTracePointContext};
-use tracer_common::{EVENT_CONNECT_END, FLAG_NO_SYN, counter};
+use tracer_common::{AF_INET, EVENT_CONNECT_END, FLAG_NO_SYN, counter};
 
 use crate::{
+    answered::{Seen, answered},
     attempts::{self, Sock},
-    inet_sock_set_state::{Seen, answered},
-    maps::{count, emit, hooks_only, now_ns},
+    maps::{count, emit, hooks_only, now_ns, state_changes_seen},
     replies, sock_fields,
 };
+
+const EADDRNOTAVAIL: i32 = 99;
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
 pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
@@ -35,20 +43,44 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
     let now = now_ns();
     if attempt.syn_count == 0 {
         // Never reached SYN_SENT: the clock starts and stops here.
-        attempt.flags |= FLAG_NO_SYN;
         attempt.start_ns = now;
         attempt.closed_ns = now;
+        let addrs = sock_fields::addrs(sk.0);
+        if addrs.family == AF_INET && addrs.daddr != [0; 16] && addrs.sport == 0 {
+            attempt.daddr = addrs.daddr;
+            emit(EVENT_CONNECT_END, EADDRNOTAVAIL, attempt);
+            attempts::end(sk);
+            return 0;
+        }
+        attempt.flags |= FLAG_NO_SYN;
     } else if attempt.closed_ns == 0 {
-        // Left SYN_SENT unseen.
+        // Left SYN_SENT unseen: an answer whose run was skipped, or (without the state
+        // tracepoint, which sees every close) the application's close.
         if sock_fields::rcv_nxt(sk.0) != 0 {
             answered(sk, attempt, Seen::AtDestroy);
-        } else {
+            return 0;
+        }
+        if state_changes_seen() {
             // Closed by the peer or the timer with neither the close nor the error report seen:
             // how it failed is unknown, so it is counted lost rather than guessed.
             count(counter::END_UNSEEN);
             attempts::end(sk);
+            return 0;
         }
-        return 0;
+        attempt.closed_ns = now;
+        // An error whose report run was skipped, still on the socket.
+        let error = sock_fields::error(sk.0);
+        if error != 0 {
+            emit(EVENT_CONNECT_END, error, attempt);
+            attempts::end(sk);
+            return 0;
+        }
+    }
+    if attempt.soft_error == 0 {
+        attempt.soft_error = match sock_fields::soft_error(sk.0) {
+            0 => sock_fields::queued_icmp_error(sk.0),
+            soft => soft,
+        };
     }
     emit(EVENT_CONNECT_END, 0, attempt);
     attempts::end(sk);

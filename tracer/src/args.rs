@@ -6,7 +6,21 @@ use clap::ValueEnum;
 
 use crate::{
     conntrack::subscription::DestroyEventsMode, filter::Cidr, metrics::server::MetricsAddr,
+    record::HookTier,
 };
+
+/// `--dns-hooks` / `--tcp-hooks`: a tier, or `None` for the best the kernel allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookChoice(pub Option<HookTier>);
+
+fn parse_hook_tier(s: &str) -> Result<HookChoice, String> {
+    if s == "auto" {
+        return Ok(HookChoice(None));
+    }
+    HookTier::from_str(s, false)
+        .map(|t| HookChoice(Some(t)))
+        .map_err(|_| format!("{s:?}: auto, fentry, tracepoint, kprobe or cgroup-skb"))
+}
 
 /// What to follow and how: shared by `trace` and `tui`.
 #[derive(Debug, Clone, clap::Args)]
@@ -50,10 +64,18 @@ pub struct PipelineArgs {
     /// cost before they do any work). Nothing is traced.
     #[arg(long, hide = true)]
     pub hooks_only: bool,
-    /// Do not follow DNS: the DNS hooks see every packet of every socket on the node (a cgroup BPF
-    /// check per packet); without them only TCP connects are followed.
+    /// Do not follow DNS: only TCP connects are followed (no DNS hook is attached).
     #[arg(long)]
     pub no_dns: bool,
+    /// Where the DNS hooks attach: `auto` (the cheapest this kernel allows), or one of `fentry`,
+    /// `tracepoint`, `kprobe`, `cgroup-skb` (a tier the kernel cannot give is an error).
+    #[arg(long, value_name = "TIER", env = "TRACER_DNS_HOOKS", default_value = "auto",
+          value_parser = parse_hook_tier)]
+    pub dns_hooks: HookChoice,
+    /// Where the TCP hooks attach: `auto`, or one of `fentry`, `kprobe`, `tracepoint`.
+    #[arg(long, value_name = "TIER", env = "TRACER_TCP_HOOKS", default_value = "auto",
+          value_parser = parse_hook_tier)]
+    pub tcp_hooks: HookChoice,
     /// A DNS query with no reply after this long is reported `unanswered` (`dns` records).
     #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
     pub dns_timeout: Duration,

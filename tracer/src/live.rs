@@ -20,7 +20,7 @@ use crate::{
     datapath::reader::DatapathReader,
     filter::DestinationFilter,
     identity::{Identities, source::ClusterSource},
-    kernel::KernelSide,
+    kernel::{KernelSide, LoadOptions, tiers::HookRequest},
     metrics::{Metrics, MetricsSink, server::Endpoint},
     netns::{self, Netns},
     pipeline::{ConntrackDump, StageOptions, Stages},
@@ -97,6 +97,7 @@ fn with_metrics(
 /// The checks that need no kernel object: namespaces, privileges, BTF and tracepoints, the cgroup
 /// root. `tracer tui` runs them before it takes over the terminal.
 pub fn check_before_start(args: &PipelineArgs) -> anyhow::Result<()> {
+    hook_request(args).check().map_err(anyhow::Error::msg)?;
     netns_filter(args)?;
     conntrack_netns_path(&args.conntrack_netns)?;
     crate::kernel::preflight::check(&crate::kernel::preflight::Paths::from_env())?;
@@ -107,6 +108,15 @@ pub fn check_before_start(args: &PipelineArgs) -> anyhow::Result<()> {
         crate::cilium::check_bpffs(dir)?;
     }
     Ok(())
+}
+
+/// The hook tiers asked for on the command line.
+fn hook_request(args: &PipelineArgs) -> HookRequest {
+    HookRequest {
+        dns: args.dns_hooks.0,
+        tcp: args.tcp_hooks.0,
+        no_dns: args.no_dns,
+    }
 }
 
 /// The namespace `--netns` names, resolved before anything else is opened.
@@ -125,12 +135,25 @@ pub async fn run_with_sink(
     trace(args, netns, sink, metrics).await
 }
 
+/// Once on stderr: the hook tiers chosen (and why not the others), then what is degraded.
+fn say_hooks_and_warnings(kernel: &KernelSide) {
+    for line in kernel.capabilities.hooks_lines() {
+        eprintln!("{line}");
+    }
+    for warning in kernel.capabilities.warnings() {
+        eprintln!("{warning}");
+    }
+}
+
 async fn trace(
     args: TraceArgs,
     netns: Option<Netns>,
     sink: Box<dyn Sink>,
     metrics: Option<Endpoint>,
 ) -> anyhow::Result<()> {
+    hook_request(&args.pipeline)
+        .check()
+        .map_err(anyhow::Error::msg)?;
     // Before anything is attached, so a signal at any point after "attached" detaches cleanly.
     let signals = Signals::install()?;
     // A bad cluster-state file or kubeconfig stops here, before anything is attached.
@@ -138,7 +161,8 @@ async fn trace(
     let filter = KernelFilter {
         netns_inode: netns.as_ref().map_or(0, |n| n.inode),
         hooks_only: u32::from(args.pipeline.hooks_only),
-        _pad: 0,
+        // Set by the loader from the TCP tier.
+        state_changes_seen: 0,
     };
 
     let conntrack_netns = conntrack_netns_path(&args.pipeline.conntrack_netns)?;
@@ -167,18 +191,17 @@ async fn trace(
     } else {
         DatapathReader::idle()
     };
-    let mut kernel = KernelSide::load(
+    let cilium_pins = cilium.reverse_sk_pins();
+    let mut kernel = KernelSide::load(&LoadOptions {
         filter,
-        args.pipeline.max_attempts,
-        args.pipeline.dns_slow,
-        !args.pipeline.no_dns,
-        args.pipeline.cgroup_root.as_deref(),
-        !args.pipeline.no_preorder,
-        &cilium.reverse_sk_pins(),
-    )?;
-    for warning in kernel.capabilities.warnings() {
-        eprintln!("{warning}");
-    }
+        max_attempts: args.pipeline.max_attempts,
+        dns_slow_reply: args.pipeline.dns_slow,
+        hooks: hook_request(&args.pipeline),
+        cgroup_root: args.pipeline.cgroup_root.as_deref(),
+        preorder: !args.pipeline.no_preorder,
+        cilium: &cilium_pins,
+    })?;
+    say_hooks_and_warnings(&kernel);
     let mut sink = with_metrics(sink, metrics, &args.pipeline, &kernel)?;
     let mut pipeline = Pipeline {
         stages: Stages::new(StageOptions {

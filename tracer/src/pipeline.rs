@@ -101,10 +101,11 @@ impl Stages {
                 self.decode_errors += 1;
                 return Ok(());
             };
-            let query = dns::queries::Query {
+            let mut query = dns::queries::Query {
                 key: ev.key,
                 pending: ev.query,
             };
+            fill_client_address(&mut self.route_check, &mut query);
             let via = self.enricher.dns_service_server(&query);
             let finding = self.dns.reply(&ev, via);
             return self.write_dns(finding, sink);
@@ -178,6 +179,10 @@ impl Stages {
         now_ns: u64,
         sink: &mut dyn Sink,
     ) -> io::Result<()> {
+        let mut expired = expired;
+        for e in &mut expired {
+            fill_client_address(&mut self.route_check, &mut e.query);
+        }
         let enricher = &mut self.enricher;
         let findings = self
             .dns
@@ -292,4 +297,24 @@ impl Stages {
 pub struct ConntrackDump {
     pub answered: Vec<(Instant, Answered)>,
     pub stale: Vec<StaleNatRecord>,
+}
+
+/// A query from an unbound, unconnected socket seen by a hook that knows only the socket (the
+/// `sock_send_length` tracepoint) has no client address: the one the kernel's route lookup picks
+/// for the server in the sender's namespace is what it left from.
+fn fill_client_address(route_check: &mut RouteCheck, query: &mut dns::queries::Query) {
+    if !query.client().ip().is_unspecified() {
+        return;
+    }
+    let p = &query.pending;
+    if let Some(source) = route_check.source(query.key.netns_inode, p.pid, p.tid, query.server()) {
+        query.pending.client_addr = match source {
+            std::net::IpAddr::V4(v4) => {
+                let mut a = [0u8; 16];
+                a[..4].copy_from_slice(&v4.octets());
+                a
+            }
+            std::net::IpAddr::V6(v6) => v6.octets(),
+        };
+    }
 }

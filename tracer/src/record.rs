@@ -401,6 +401,76 @@ pub struct StatsRecord {
 pub struct KernelInfo {
     pub release: String,
     pub capabilities: std::collections::BTreeMap<String, Capability>,
+    /// Which hooks each side runs on (absent in recordings of tracers before hook tiers).
+    #[serde(default, skip_serializing_if = "HookTiers::is_unknown")]
+    pub hooks: HookTiers,
+}
+
+/// Where the kernel programs hook in, each side on the best tier the kernel allows: fentry (a
+/// trampoline on the kernel function), a tracepoint, a kprobe, or (DNS only) packets at the
+/// cgroup root. A cheaper tier runs fewer programs per connect and per packet; each sees the same
+/// connects and queries (a difference is a capability, `degraded` with its reason).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookTiers {
+    pub dns: SideTier,
+    pub tcp: SideTier,
+}
+
+impl HookTiers {
+    /// Nothing known: a recording of a tracer before hook tiers.
+    pub fn is_unknown(&self) -> bool {
+        *self == HookTiers::default()
+    }
+}
+
+/// One side's tier.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideTier {
+    /// The tier in use; absent when the side is off (`--no-dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<HookTier>,
+    /// Every tier of this side the kernel allows, best first (what `--dns-hooks` and
+    /// `--tcp-hooks` may force).
+    #[serde(default)]
+    pub available: Vec<HookTier>,
+    /// Tiers better than the one in use, each with why it is not used.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub not_used: std::collections::BTreeMap<HookTier, String>,
+}
+
+/// A way for the kernel programs to hook in (`--dns-hooks`, `--tcp-hooks`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookTier {
+    /// fentry on kernel functions: `udp_send_skb`, `__udp_enqueue_schedule_skb` (DNS);
+    /// `tcp_connect`, `tcp_init_transfer` (TCP).
+    Fentry,
+    /// Tracepoints: `sock_send_length`/`sock_recv_length` with the caller's buffers (DNS, Linux
+    /// 6.3+); `inet_sock_set_state` (TCP).
+    Tracepoint,
+    /// kprobes on the fentry tier's functions.
+    Kprobe,
+    /// `cgroup_skb` on the cgroup root: every packet of every socket (DNS only).
+    CgroupSkb,
+}
+
+impl HookTier {
+    pub fn name(self) -> &'static str {
+        match self {
+            HookTier::Fentry => "fentry",
+            HookTier::Tracepoint => "tracepoint",
+            HookTier::Kprobe => "kprobe",
+            HookTier::CgroupSkb => "cgroup-skb",
+        }
+    }
+}
+
+impl std::fmt::Display for HookTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl KernelInfo {
@@ -530,6 +600,14 @@ pub struct Dropped {
     /// outcome unknown, not reported.
     #[serde(default)]
     pub end_unseen: u64,
+    /// DNS datagrams whose header a hook could not read (user memory not paged in, a header
+    /// outside an skb's linear data): queries not followed, replies not paired.
+    #[serde(default)]
+    pub dns_unreadable: u64,
+    /// Messages of one `sendmmsg`/`recvmmsg` call past the first four, which the syscall
+    /// tracepoint tier does not read.
+    #[serde(default)]
+    pub dns_mmsg_beyond: u64,
 }
 
 /// One cause of loss as it is shown: `name` in `tracer summary`, `short` in the TUI's one-line
@@ -542,7 +620,7 @@ pub struct DropCause {
 
 impl Dropped {
     /// Every cause, in the order shown: one list for every breakdown, so each adds up to `total`.
-    pub fn by_cause(&self) -> [DropCause; 11] {
+    pub fn by_cause(&self) -> [DropCause; 13] {
         let cause = |name, short, count| DropCause { name, short, count };
         [
             cause("ring buffer full", "ring", self.ring_buffer_full),
@@ -572,6 +650,12 @@ impl Dropped {
                 self.skipped_program_runs,
             ),
             cause("ends unseen", "ends unseen", self.end_unseen),
+            cause("dns unreadable", "dns unreadable", self.dns_unreadable),
+            cause(
+                "dns mmsg beyond",
+                "dns mmsg beyond",
+                self.dns_mmsg_beyond,
+            ),
         ]
     }
 

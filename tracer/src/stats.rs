@@ -40,6 +40,8 @@ pub fn record(
             dns_healthy_map_full: c.get(counter::DNS_HEALTHY_MAP_FULL),
             skipped_program_runs: kernel.skipped.read(),
             end_unseen: c.get(counter::END_UNSEEN),
+            dns_unreadable: c.get(counter::DNS_UNREADABLE),
+            dns_mmsg_beyond: c.get(counter::DNS_MMSG_BEYOND),
         },
         dns: DnsStats {
             queries: c.get(counter::DNS_QUERIES),

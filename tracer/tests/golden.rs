@@ -235,6 +235,7 @@ fn dns_bytes(rcode: u8, sent_ms: u64, reply_ms: u64, question: &[u8]) -> Vec<u8>
             flags: 0,
             dialed_by_socket_lb: 0,
             _pad: [0; 5],
+            cookie: 77,
             question: q,
         },
     };

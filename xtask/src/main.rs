@@ -8,6 +8,7 @@
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
 //! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
+mod arch;
 mod bench;
 mod clippy;
 mod dist;
@@ -16,6 +17,7 @@ mod kernels;
 mod run;
 mod setup;
 mod shell;
+mod static_pie;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +50,14 @@ enum Command {
     /// The kernel matrix: the real-kernel scenarios on the host and in qemu VMs booting Debian's
     /// 5.10, 6.1 and 6.12 kernels, with kernel × scenario and kernel × capability tables (root).
     Kernels(kernels::KernelsArgs),
+    /// Boot a kernel of the matrix (`--kernel 6.12`) with the host's root shared read-only and run
+    /// a shell script in it; prints the console. For trying the tracer on another kernel by hand.
+    Vm {
+        #[arg(long, default_value = "6.12")]
+        kernel: String,
+        /// The script to run in the guest (after the mounts a node has).
+        script: std::path::PathBuf,
+    },
     /// Clippy on host crates and on the eBPF crate.
     Clippy,
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
@@ -59,6 +69,13 @@ enum Command {
     /// Internal to `bench`: the run counts inside the VM booting another kernel.
     #[command(hide = true)]
     BenchGuest(bench::GuestArgs),
+    /// Internal to `dist`: the linker of a static-pie where rustc links a fixed-address executable.
+    #[command(hide = true)]
+    LinkStaticPie {
+        linker: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,9 +86,11 @@ fn main() -> anyhow::Result<()> {
         Command::Dist(args) => dist::run_dist(&args),
         Command::Image => image::run_image(),
         Command::Kernels(args) => test::kernels(&args),
+        Command::Vm { kernel, script } => kernels::boot_script(&kernel, &script),
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
         Command::BenchGuest(args) => bench::guest_run(&args),
+        Command::LinkStaticPie { linker, args } => static_pie::link(&linker, &args),
     }
 }

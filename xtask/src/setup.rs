@@ -34,6 +34,8 @@ const TEST_PACKAGES: &[&str] = &[
     // A client that connects without blocking and reads SO_ERROR (the Cilium socket LB test).
     "curl",
     "qemu-system-x86",
+    // The arm64 kernels of the matrix, emulated.
+    "qemu-system-arm",
     "busybox-static",
     "xz-utils",
     // `cargo xtask dist` (musl-gcc for ring's C) and `cargo xtask image` (an OCI image, offline).

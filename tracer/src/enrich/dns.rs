@@ -32,9 +32,12 @@ impl Enricher {
             return Some((dialed, query.server()));
         }
         let server = query.server();
-        if let Some(service) = self.cilium.as_mut().and_then(|c| {
+        // Cilium keys its map by the socket's cookie, which it asked for; on the hook tiers that
+        // know a socket by its address the query carries the cookie beside that id.
+        let cookie = query.pending.cookie;
+        if let Some(service) = (cookie != 0).then_some(()).and(self.cilium.as_mut()).and_then(|c| {
             c.service_of(
-                query.key.socket_cookie,
+                cookie,
                 server,
                 IPPROTO_UDP,
                 query.pending.sent_ns,
@@ -59,7 +62,9 @@ impl Enricher {
         at_ns: u64,
         via: Option<ServiceServer>,
     ) -> DnsRecord {
-        let server = query.server();
+        // Where the query went: the backend when a load balancer (a DNAT, a socket LB) chose one,
+        // whether the hook saw the datagram before or after it (the hook tiers differ there).
+        let server = via.map_or_else(|| query.server(), |(_, backend)| backend);
         let question = query.question().ok();
         let what = question.as_ref().map_or_else(
             || format!("query {}", query.key.id),
@@ -97,7 +102,7 @@ impl Enricher {
             server,
             // A socket LB's Service is what the application dialled (see `connect_record`).
             dialed: query.dialed().or_else(|| {
-                via.filter(|&(service, backend)| backend == server && service != server)
+                via.filter(|&(service, backend)| service != backend)
                     .map(|(service, _)| service)
             }),
             service: via.map(|(s, _)| s),

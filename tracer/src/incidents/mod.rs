@@ -198,6 +198,14 @@ impl Model {
             .unwrap_or_default()
     }
 
+    /// The hook tier of each side, when the stats said (recordings of older tracers do not).
+    pub fn hook_tiers(&self) -> Option<&crate::record::HookTiers> {
+        self.kernel
+            .as_ref()
+            .map(|k| &k.hooks)
+            .filter(|h| h.tcp.tier.is_some())
+    }
+
     /// Source of names, their age in seconds, and whether they are stale.
     pub fn identity(&self) -> Option<&(String, u64, bool)> {
         self.identity.as_ref()

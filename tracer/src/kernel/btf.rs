@@ -60,6 +60,7 @@ struct TypeRecord {
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_TYPEDEF: u32 = 8;
+const KIND_FUNC: u32 = 12;
 
 /// The kernel's BTF, parsed once at start-up and asked for tracepoints and member offsets.
 pub struct KernelBtf<'a> {
@@ -180,6 +181,32 @@ impl KernelBtf<'_> {
             .iter()
             .copied()
             .find(|tp| !typedefs.contains(tp))
+    }
+
+    /// The functions of `functions` this kernel's BTF has no `FUNC` record for: fentry cannot
+    /// attach to them (a function the compiler inlined everywhere, or renamed, has none).
+    pub fn missing_functions<'n>(&self, functions: &[&'n str]) -> Vec<&'n str> {
+        let present: std::collections::HashSet<&str> = self
+            .types
+            .iter()
+            .filter(|t| t.kind == KIND_FUNC)
+            .map(|t| self.name(t))
+            .filter(|name| functions.contains(name))
+            .collect();
+        functions
+            .iter()
+            .copied()
+            .filter(|f| !present.contains(f))
+            .collect()
+    }
+
+    /// The BTF type id of function `name` (what a fentry program's `attach_btf_id` names).
+    pub fn function_id(&self, name: &str) -> Option<u32> {
+        let index = self
+            .types
+            .iter()
+            .position(|t| t.kind == KIND_FUNC && self.name(t) == name)?;
+        u32::try_from(index + 1).ok()
     }
 
     /// Byte offset of `member` in `struct strukt`, also when it sits in an anonymous struct or union.

@@ -3,7 +3,7 @@
 //! list goes into the first and final `stats` records, and each degradation is said once on stderr.
 use std::collections::BTreeMap;
 
-use crate::record::{Capability, KernelInfo};
+use crate::record::{Capability, HookTiers, KernelInfo};
 
 /// Capability names, as they appear in `stats.kernel.capabilities`.
 pub const CGROUP_V2: &str = "cgroup_v2";
@@ -12,11 +12,14 @@ pub const DNS: &str = "dns";
 pub const DNS_REFUSED: &str = "dns_refused";
 pub const DIALLED_BEFORE_SOCKET_LB: &str = "dialled_before_socket_lb";
 pub const SKIPPED_RUNS_COUNTED: &str = "skipped_runs_counted";
+pub const DNS_UNREAD_REPLIES: &str = "dns_unread_replies";
 
 /// Filled in while the kernel side loads.
+#[derive(Clone)]
 pub struct Capabilities {
     release: String,
     states: BTreeMap<String, Capability>,
+    hooks: HookTiers,
 }
 
 impl Default for Capabilities {
@@ -30,7 +33,33 @@ impl Capabilities {
         Capabilities {
             release: kernel_release(),
             states: BTreeMap::new(),
+            hooks: HookTiers::default(),
         }
+    }
+
+    /// The hook tier each side runs on.
+    pub fn set_hooks(&mut self, hooks: HookTiers) {
+        self.hooks = hooks;
+    }
+
+    /// Lines for stderr: each side's tier (`tracer: hooks: tcp=fentry dns=fentry`), then why not
+    /// a better one, a line each.
+    pub fn hooks_lines(&self) -> Vec<String> {
+        let sides = [("tcp", &self.hooks.tcp), ("dns", &self.hooks.dns)];
+        let mut lines = vec![format!(
+            "tracer: hooks: {}",
+            sides
+                .iter()
+                .map(|(name, s)| format!("{name}={}", s.tier.map_or("off", |t| t.name())))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )];
+        for (name, side) in sides {
+            for (tier, why) in &side.not_used {
+                lines.push(format!("tracer: hooks: {name} not on {tier}: {why}"));
+            }
+        }
+        lines
     }
 
     pub fn full(&mut self, name: &str) {
@@ -82,6 +111,7 @@ impl Capabilities {
         KernelInfo {
             release: self.release.clone(),
             capabilities: self.states.clone(),
+            hooks: self.hooks.clone(),
         }
     }
 }

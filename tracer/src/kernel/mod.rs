@@ -10,8 +10,11 @@ mod cgroup_link;
 mod cgroup_mount;
 pub mod counters;
 pub mod dns;
+mod fentry_probe;
 pub mod handshakes;
+mod offsets;
 pub mod preflight;
+pub mod tiers;
 
 use std::{
     fs::File,
@@ -23,15 +26,15 @@ use anyhow::{Context as _, anyhow};
 use aya::{
     Btf, Ebpf, EbpfLoader, Endianness,
     maps::{MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{BtfTracePoint, CgroupAttachMode, CgroupSockAddr, ProgramError},
+    programs::{BtfTracePoint, CgroupAttachMode, CgroupSockAddr, FEntry, KProbe, ProgramError},
 };
 use tokio::io::unix::AsyncFd;
 use tracer_common::{
-    KernelFilter, SockOffsets,
+    DnsConfig, HookOffsets, KernelFilter, SockOffsets,
     cilium::{REVERSE_SK4_BOUND, REVERSE_SK6_BOUND},
 };
 
-use crate::cilium::ReverseSkPins;
+use crate::{cilium::ReverseSkPins, record::HookTier};
 
 use self::{
     capabilities::Capabilities,
@@ -59,114 +62,310 @@ pub struct KernelSide {
 /// The compiled kernel programs, built by `build.rs`.
 static PROGRAMS: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
+/// What `KernelSide::load` is asked to do.
+pub struct LoadOptions<'a> {
+    pub filter: KernelFilter,
+    pub max_attempts: u32,
+    pub dns_slow_reply: std::time::Duration,
+    pub hooks: tiers::HookRequest,
+    pub cgroup_root: Option<&'a std::path::Path>,
+    /// False only to emulate kernels before 6.15 (`--no-preorder`).
+    pub preorder: bool,
+    pub cilium: &'a ReverseSkPins,
+}
+
+/// A tier the kernel would not load or attach: the next one is tried.
+struct TierRefused {
+    side: tiers::Side,
+    tier: HookTier,
+    why: String,
+}
+
+enum LoadError {
+    Tier(TierRefused),
+    Fatal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for LoadError {
+    fn from(e: anyhow::Error) -> LoadError {
+        LoadError::Fatal(e)
+    }
+}
+
+impl From<aya::maps::MapError> for LoadError {
+    fn from(e: aya::maps::MapError) -> LoadError {
+        LoadError::Fatal(e.into())
+    }
+}
+
+/// Everything one load needs that does not change between its attempts.
+struct Prepared<'a> {
+    options: &'a LoadOptions<'a>,
+    kernel_btf: &'a btf::KernelBtf<'a>,
+    btf: &'a Btf,
+    sock_offsets: SockOffsets,
+    hook_offsets: HookOffsets,
+    dns_config: DnsConfig,
+    cgroup_root: &'a std::path::Path,
+}
+
 impl KernelSide {
     /// Must run inside a tokio runtime (the ring buffer is registered with its reactor).
-    pub fn load(
-        filter: KernelFilter,
-        max_attempts: u32,
-        dns_slow_reply: std::time::Duration,
-        dns_hooks: bool,
-        cgroup_root: Option<&std::path::Path>,
-        preorder: bool,
-        cilium: &ReverseSkPins,
-    ) -> anyhow::Result<KernelSide> {
+    pub fn load(options: &LoadOptions<'_>) -> anyhow::Result<KernelSide> {
+        options.hooks.check().map_err(|e| anyhow!(e))?;
         let paths = preflight::Paths::from_env();
         let (btf_data, mounted_cgroup_root) = preflight::check(&paths)?;
-        let given_cgroup_root = cgroup_root.map(preflight::check_cgroup_root).transpose()?;
+        let given_cgroup_root = options
+            .cgroup_root
+            .map(preflight::check_cgroup_root)
+            .transpose()?;
         raise_memlock_limit();
         let kernel_btf = btf::KernelBtf::parse(&btf_data)
             .with_context(|| format!("kernel BTF {}", paths.btf.display()))?;
-        let sock_offsets = sock_offsets(&kernel_btf, &paths.btf)?;
+        let sock_offsets = offsets::sock_offsets(&kernel_btf, &paths.btf)?;
+        let hook_offsets = offsets::hook_offsets(&kernel_btf);
+        let probes = tiers::Probes::new(
+            &kernel_btf,
+            fentry_probe::probe(&kernel_btf),
+            hook_offsets
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| format!("kernel BTF: {e}")),
+        );
+        let mut ladder = tiers::Ladder::new(options.hooks, &probes).map_err(|e| anyhow!(e))?;
         let mut capabilities = Capabilities::new();
         let (cgroup_root, cgroup_mount) =
             cgroup_root_or_mount(given_cgroup_root.or(mounted_cgroup_root), &mut capabilities)?;
         let btf = Btf::parse(&btf_data, Endianness::default())
             .with_context(|| format!("parsing kernel BTF {}", paths.btf.display()))?;
-        let dns_config = dns::config(dns_slow_reply);
-        let mut loader = EbpfLoader::new();
-        loader
-            .btf(Some(&btf))
-            .override_global("FILTER", &filter, true)
-            .override_global("SOCK_OFFSETS", &sock_offsets, true)
-            .override_global("DNS_CONFIG", &dns_config, true)
-            .map_max_entries("ATTEMPTS", max_attempts);
-        // Cilium's reverse socket NAT maps, where userspace could read them (so their layouts are
-        // ours): the connect() hook reads the pinned maps themselves.
-        let mut bound = 0;
-        for (pin, map, bit) in [
-            (&cilium.v4, "CILIUM_REVERSE_SK4", REVERSE_SK4_BOUND),
-            (&cilium.v6, "CILIUM_REVERSE_SK6", REVERSE_SK6_BOUND),
-        ] {
-            if let Some(pin) = pin {
-                loader.map_pin_path(map, pin.as_path());
-                bound |= bit;
+        let prepared = Prepared {
+            options,
+            kernel_btf: &kernel_btf,
+            btf: &btf,
+            sock_offsets,
+            hook_offsets: hook_offsets.unwrap_or_default(),
+            dns_config: dns::config(options.dns_slow_reply),
+            cgroup_root: &cgroup_root,
+        };
+        // Each tier the kernel refuses is ruled out and the programs loaded again with the next:
+        // at most one retry per tier of the two ladders.
+        loop {
+            let (dns_tier, tcp_tier) = ladder.tiers();
+            let mut attempt_capabilities = capabilities.clone();
+            match load_with(&prepared, dns_tier, tcp_tier, &mut attempt_capabilities) {
+                Ok(mut side) => {
+                    dns::capabilities(
+                        &mut attempt_capabilities,
+                        options.hooks.no_dns,
+                        &ladder.report(),
+                        probes.error_report_tracepoint,
+                    );
+                    attempt_capabilities.set_hooks(ladder.report());
+                    side.capabilities = attempt_capabilities;
+                    #[expect(
+                        clippy::used_underscore_binding,
+                        reason = "held only to be unmounted on drop"
+                    )]
+                    {
+                        side._cgroup_mount = cgroup_mount;
+                    }
+                    return Ok(side);
+                }
+                Err(LoadError::Tier(refused)) => ladder
+                    .reject(refused.side, refused.tier, refused.why)
+                    .map_err(|e| anyhow!(e))?,
+                Err(LoadError::Fatal(e)) => return Err(e),
             }
         }
-        let mut ebpf = loader
-            .override_global("CILIUM_REVERSE_SK", &bound, true)
-            .load(PROGRAMS)
-            .context("loading the eBPF object (maps and programs)")?;
-
-        // connect() hooks first: attempts that start after this know their namespace.
-        let cgroup = File::open(&cgroup_root)
-            .with_context(|| format!("opening the cgroup v2 root {}", cgroup_root.display()))?;
-        let preorder_links = attach_connect_hooks(
-            &mut ebpf,
-            &cgroup,
-            &cgroup_root,
-            preorder,
-            &mut capabilities,
-        )?;
-        let error_report = attach_tracepoints(&mut ebpf, &kernel_btf, &btf, &mut capabilities)?;
-        let dns = dns::attach(
-            &mut ebpf,
-            &cgroup,
-            &cgroup_root,
-            dns_hooks,
-            &mut capabilities,
-        )?;
-        dns::refused_capability(&mut capabilities, error_report);
-
-        let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
-        // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
-        // open for as long as it is registered.
-        let ring = unsafe { AsyncFd::register(ring) }
-            .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
-        let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
-        let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
-        let handshakes = handshakes::Handshakes::new(aya::maps::HashMap::try_from(take_map(
-            &mut ebpf,
-            "HANDSHAKES",
-        )?)?);
-        let skipped = SkippedRuns::new(
-            ebpf.programs()
-                .filter(|(name, _)| *name != preflight::SKIPS_ACCOUNTED)
-                .filter_map(|(_, p)| p.fd().ok())
-                .map(|fd| fd.as_fd().as_raw_fd())
-                .collect(),
-        );
-        if skipped.counted_by_kernel() {
-            capabilities.full(capabilities::SKIPPED_RUNS_COUNTED);
-        } else {
-            capabilities.degraded(
-                capabilities::SKIPPED_RUNS_COUNTED,
-                "no recursion_misses in program fdinfo (Linux 5.12+): program runs the kernel \
-                 skips are not counted in dropped.skipped_program_runs",
-            );
-        }
-        Ok(KernelSide {
-            _ebpf: ebpf,
-            _preorder_links: preorder_links,
-            _cgroup_mount: cgroup_mount,
-            ring,
-            counters,
-            healthy,
-            skipped,
-            dns,
-            handshakes,
-            capabilities,
-        })
     }
+}
+
+/// One load of the programs with the given tiers.
+fn load_with(
+    prepared: &Prepared<'_>,
+    dns_tier: Option<HookTier>,
+    tcp_tier: HookTier,
+    capabilities: &mut Capabilities,
+) -> Result<KernelSide, LoadError> {
+    let options = prepared.options;
+    let filter = KernelFilter {
+        state_changes_seen: u32::from(tcp_tier == HookTier::Tracepoint),
+        ..options.filter
+    };
+    let syscalls = offsets::syscall_numbers();
+    let mut loader = EbpfLoader::new();
+    loader
+        .btf(Some(prepared.btf))
+        .override_global("FILTER", &filter, true)
+        .override_global("SOCK_OFFSETS", &prepared.sock_offsets, true)
+        .override_global("HOOK_OFFSETS", &prepared.hook_offsets, true)
+        .override_global("SYSCALLS", &syscalls, true)
+        .override_global("DNS_CONFIG", &prepared.dns_config, true)
+        .map_max_entries("ATTEMPTS", options.max_attempts);
+    // Cilium's reverse socket NAT maps, where userspace could read them (so their layouts are
+    // ours): the connect() hook reads the pinned maps themselves.
+    let mut bound = 0;
+    for (pin, map, bit) in [
+        (&options.cilium.v4, "CILIUM_REVERSE_SK4", REVERSE_SK4_BOUND),
+        (&options.cilium.v6, "CILIUM_REVERSE_SK6", REVERSE_SK6_BOUND),
+    ] {
+        if let Some(pin) = pin {
+            loader.map_pin_path(map, pin.as_path());
+            bound |= bit;
+        }
+    }
+    let mut ebpf = loader
+        .override_global("CILIUM_REVERSE_SK", &bound, true)
+        .load(PROGRAMS)
+        .context("loading the eBPF object (maps and programs)")?;
+
+    // connect() hooks first: attempts that start after this know their namespace.
+    let cgroup = File::open(prepared.cgroup_root).with_context(|| {
+        format!(
+            "opening the cgroup v2 root {}",
+            prepared.cgroup_root.display()
+        )
+    })?;
+    let preorder_links = attach_connect_hooks(
+        &mut ebpf,
+        &cgroup,
+        prepared.cgroup_root,
+        options.preorder,
+        capabilities,
+    )?;
+    attach_tracepoints(&mut ebpf, prepared.kernel_btf, prepared.btf, capabilities)?;
+    attach_tcp_tier(&mut ebpf, prepared.btf, tcp_tier).map_err(|why| {
+        LoadError::Tier(TierRefused {
+            side: tiers::Side::Tcp,
+            tier: tcp_tier,
+            why,
+        })
+    })?;
+    if let Some(tier) = dns_tier {
+        dns::attach(&mut ebpf, prepared.btf, &cgroup, prepared.cgroup_root, tier).map_err(
+            |why| {
+                LoadError::Tier(TierRefused {
+                    side: tiers::Side::Dns,
+                    tier,
+                    why,
+                })
+            },
+        )?;
+    }
+    let dns = dns::DnsMaps::take(&mut ebpf)?;
+
+    let ring = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
+    // SAFETY: the ring buffer owns its fd and the AsyncFd owns the ring buffer, so the fd stays
+    // open for as long as it is registered.
+    let ring = unsafe { AsyncFd::register(ring) }
+        .map_err(|e| anyhow!("registering the ring buffer with the event loop: {e}"))?;
+    let counters = Counters::new(PerCpuArray::try_from(take_map(&mut ebpf, "COUNTERS")?)?);
+    let healthy = Healthy::new(PerCpuHashMap::try_from(take_map(&mut ebpf, "HEALTHY")?)?);
+    let handshakes = handshakes::Handshakes::new(aya::maps::HashMap::try_from(take_map(
+        &mut ebpf,
+        "HANDSHAKES",
+    )?)?);
+    let skipped = SkippedRuns::new(
+        ebpf.programs()
+            .filter(|(name, _)| !preflight::SKIPS_ACCOUNTED.contains(name))
+            .filter_map(|(_, p)| p.fd().ok())
+            .map(|fd| fd.as_fd().as_raw_fd())
+            .collect(),
+    );
+    if skipped.counted_by_kernel() {
+        capabilities.full(capabilities::SKIPPED_RUNS_COUNTED);
+    } else {
+        capabilities.degraded(
+            capabilities::SKIPPED_RUNS_COUNTED,
+            "no recursion_misses in program fdinfo (Linux 5.12+): program runs the kernel \
+             skips are not counted in dropped.skipped_program_runs",
+        );
+    }
+    Ok(KernelSide {
+        _ebpf: ebpf,
+        _preorder_links: preorder_links,
+        _cgroup_mount: None,
+        ring,
+        counters,
+        healthy,
+        skipped,
+        dns,
+        handshakes,
+        capabilities: Capabilities::new(),
+    })
+}
+
+/// The TCP tier's own programs: what follows a connect's first SYN and its answer.
+fn attach_tcp_tier(ebpf: &mut Ebpf, btf: &Btf, tier: HookTier) -> Result<(), String> {
+    match tier {
+        HookTier::Fentry => {
+            attach_fentry(ebpf, btf, "fentry_tcp_connect", "tcp_connect")?;
+            attach_fentry(ebpf, btf, "fentry_tcp_init_transfer", "tcp_init_transfer")
+        }
+        HookTier::Kprobe => {
+            attach_kprobe(ebpf, "kprobe_tcp_connect", "tcp_connect")?;
+            attach_kprobe(ebpf, "kprobe_tcp_init_transfer", "tcp_init_transfer")
+        }
+        HookTier::Tracepoint => attach_tp_btf(ebpf, btf, "inet_sock_set_state", "inet_sock_set_state"),
+        HookTier::CgroupSkb => Err("not a TCP tier".into()),
+    }
+}
+
+/// Loads and attaches fentry program `name` to kernel function `function`.
+pub(crate) fn attach_fentry(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    name: &str,
+    function: &str,
+) -> Result<(), String> {
+    let program: &mut FEntry = program(ebpf, name)?;
+    program
+        .load(function, btf)
+        .map_err(|e| load_error(name, e).to_string())?;
+    program
+        .attach()
+        .map(drop)
+        .map_err(|e| format!("attaching {name} to {function}: {e}"))
+}
+
+/// Loads and attaches kprobe program `name` to kernel function `function`.
+pub(crate) fn attach_kprobe(ebpf: &mut Ebpf, name: &str, function: &str) -> Result<(), String> {
+    let program: &mut KProbe = program(ebpf, name)?;
+    program
+        .load()
+        .map_err(|e| load_error(name, e).to_string())?;
+    program
+        .attach(function, 0)
+        .map(drop)
+        .map_err(|e| format!("attaching kprobe {name} to {function}: {e}"))
+}
+
+/// Loads and attaches `tp_btf` program `name` to `tracepoint`.
+pub(crate) fn attach_tp_btf(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    name: &str,
+    tracepoint: &str,
+) -> Result<(), String> {
+    let program: &mut BtfTracePoint = program(ebpf, name)?;
+    program
+        .load(tracepoint, btf)
+        .map_err(|e| load_error(name, e).to_string())?;
+    program
+        .attach()
+        .map(drop)
+        .map_err(|e| format!("attaching {name} to tracepoint {tracepoint}: {e}"))
+}
+
+/// Program `name` of the object, as its type.
+fn program<'e, T>(ebpf: &'e mut Ebpf, name: &str) -> Result<&'e mut T, String>
+where
+    &'e mut T: TryFrom<&'e mut aya::programs::Program, Error = ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the eBPF object"))?
+        .try_into()
+        .map_err(|e: ProgramError| format!("program {name}: {e}"))
 }
 
 /// The cgroup v2 root to attach to: the one given or mounted, else one the tracer mounts itself.
@@ -230,13 +429,13 @@ fn attach_connect_hooks(
     Ok(preorder_links)
 }
 
-/// The `tp_btf` programs; returns whether the optional error-report tracepoint is there.
+/// The `tp_btf` programs every TCP tier shares.
 fn attach_tracepoints(
     ebpf: &mut Ebpf,
     kernel_btf: &btf::KernelBtf<'_>,
     btf: &Btf,
     capabilities: &mut Capabilities,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<()> {
     let has = |tracepoint| kernel_btf.first_missing_tracepoint(&[tracepoint]).is_none();
     let error_report = has("inet_sk_error_report");
     if error_report {
@@ -262,7 +461,7 @@ fn attach_tracepoints(
             .attach()
             .with_context(|| format!("attaching {name} to tracepoint {tracepoint}"))?;
     }
-    Ok(error_report)
+    Ok(())
 }
 
 /// Before 5.11 the kernel charges BPF maps to `RLIMIT_MEMLOCK` (64 KiB by default on many systems),
@@ -275,57 +474,6 @@ fn raise_memlock_limit() {
     };
     // SAFETY: setrlimit(2) reads the struct we pass.
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const unlimited) };
-}
-
-/// `struct sock` field offsets of the running kernel, from its BTF.
-fn sock_offsets(
-    kernel_btf: &btf::KernelBtf<'_>,
-    btf_path: &std::path::Path,
-) -> anyhow::Result<SockOffsets> {
-    let offset = |strukt, member| {
-        kernel_btf
-            .member_offset(strukt, member)
-            .with_context(|| format!("kernel BTF {}", btf_path.display()))
-    };
-    // The `skc_` fields are read at their `sock_common` offsets from a `struct sock` pointer.
-    let common = offset("sock", "__sk_common")?;
-    if common != 0 {
-        anyhow::bail!(
-            "kernel BTF {}: struct sock does not start with its sock_common (offset {common})",
-            btf_path.display()
-        );
-    }
-    Ok(SockOffsets {
-        skc_daddr: offset("sock_common", "skc_daddr")?,
-        skc_rcv_saddr: offset("sock_common", "skc_rcv_saddr")?,
-        skc_dport: offset("sock_common", "skc_dport")?,
-        inet_sport: offset("inet_sock", "inet_sport")?,
-        skc_family: offset("sock_common", "skc_family")?,
-        skc_state: offset("sock_common", "skc_state")?,
-        skc_v6_daddr: offset("sock_common", "skc_v6_daddr")?,
-        skc_v6_rcv_saddr: offset("sock_common", "skc_v6_rcv_saddr")?,
-        skc_cookie: offset("sock_common", "skc_cookie")?,
-        sk_protocol: offset("sock", "sk_protocol")?,
-        sk_err: offset("sock", "sk_err")?,
-        sk_error_queue: offset("sock", "sk_error_queue")?,
-        skb_cb: offset("sk_buff", "cb")?,
-        exterr_ee: offset("sock_exterr_skb", "ee")?,
-        tcp_rcv_nxt: offset("tcp_sock", "rcv_nxt")?,
-        skc_net: offset("sock_common", "skc_net")?,
-        net_inum: offset("net", "ns")? + offset("ns_common", "inum")?,
-        task_tgid: offset("task_struct", "tgid")?,
-        task_pid: offset("task_struct", "pid")?,
-        task_comm: offset("task_struct", "comm")?,
-        sk_err_soft: offset("sock", "sk_err_soft")?,
-        tcp_snd_una: offset("tcp_sock", "snd_una")?,
-        tcp_snd_nxt: offset("tcp_sock", "snd_nxt")?,
-        sk_socket: offset("sock", "sk_socket")?,
-        skc_num: offset("sock_common", "skc_num")?,
-        socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
-            + offset("inode", "i_ino")?,
-        sk_max_ack_backlog: offset("sock", "sk_max_ack_backlog")?,
-        _pad: 0,
-    })
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {

@@ -45,12 +45,11 @@ impl Paths {
     }
 }
 
-/// Tracepoints the kernel side attaches `tp_btf` programs to. Their programs read the `TP_PROTO`
+/// Tracepoints every TCP tier attaches `tp_btf` programs to. Their programs read the `TP_PROTO`
 /// arguments (a `struct sock *` first) and the socket at BTF offsets, not the formatted record.
 /// (tracepoint, program, required). Without a required one nothing can be traced; an optional one
-/// missing costs a capability (`capabilities.rs`).
-pub const TRACEPOINTS: [(&str, &str, bool); 6] = [
-    ("inet_sock_set_state", "inet_sock_set_state", true),
+/// missing costs a capability (`capabilities.rs`). The tiers' own hooks (`tiers.rs`) come on top.
+pub const TRACEPOINTS: [(&str, &str, bool); 5] = [
     ("tcp_retransmit_skb", "tcp_retransmit_skb", true),
     ("tcp_receive_reset", "tcp_receive_reset", true),
     // Not in 5.10: the errno is then read when the socket closes.
@@ -60,10 +59,15 @@ pub const TRACEPOINTS: [(&str, &str, bool); 6] = [
     ("tcp_retransmit_synack", "tcp_retransmit_synack", false),
 ];
 
-/// The program whose skipped (nested) runs the kernel side accounts for itself: each is harmless,
+/// The programs whose skipped (nested) runs the kernel side accounts for itself: each is harmless,
 /// recovered (`answered_seen_late`) or counted as an attempt lost (`end_unseen`), see
-/// `tracer-ebpf/src/inet_sock_set_state.rs`. Its skipped runs are not counted again as drops.
-pub const SKIPS_ACCOUNTED: &str = "inet_sock_set_state";
+/// `tracer-ebpf/src/inet_sock_set_state.rs` and `tcp_init_transfer.rs`. Their skipped runs are not
+/// counted again as drops.
+pub const SKIPS_ACCOUNTED: [&str; 3] = [
+    "inet_sock_set_state",
+    "fentry_tcp_init_transfer",
+    "kprobe_tcp_init_transfer",
+];
 
 /// Checks privileges, BTF and tracepoints; returns the kernel's BTF and the cgroup v2 root, if one
 /// is mounted (`cgroup_mount.rs` mounts one otherwise).

@@ -217,6 +217,12 @@ struct CapabilityLabels {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    side: &'static str,
+    tier: &'static str,
+}
+
 /// The families, fed by records (`MetricsSink`); the registry that encodes them goes to the server.
 pub struct Metrics {
     connects: Capped<ConnectLabels, Counter>,
@@ -235,6 +241,7 @@ pub struct Metrics {
     identity_stale: Family<SourceLabel, Gauge>,
     kernel: Family<ReleaseLabel, Gauge>,
     capabilities: Family<CapabilityLabels, Gauge>,
+    hooks: Family<HookLabels, Gauge>,
     degraded: Gauge,
     /// The last stats record's totals, to turn them into counter increments.
     last: StatsRecord,
@@ -277,6 +284,7 @@ impl Metrics {
         let identity_stale = Family::default();
         let kernel = Family::default();
         let capabilities = Family::default();
+        let hooks = Family::default();
         let degraded = Gauge::default();
         registry.register(
             "build",
@@ -366,6 +374,11 @@ impl Metrics {
             capabilities.clone(),
         );
         registry.register(
+            "kernel_hooks",
+            "Where each side's kernel programs hook in: 1 at its tier (fentry, tracepoint, kprobe, cgroup-skb)",
+            hooks.clone(),
+        );
+        registry.register(
             "kernel_capabilities_degraded",
             "Capabilities degraded or off on this kernel (not counting those disabled by an option)",
             degraded.clone(),
@@ -401,6 +414,7 @@ impl Metrics {
             identity_stale,
             kernel,
             capabilities,
+            hooks,
             degraded,
             last: StatsRecord::default(),
             service_now: HashSet::new(),
@@ -657,6 +671,17 @@ impl Metrics {
                 .set(1);
         }
         self.degraded.set(lacking);
+        self.hooks.clear();
+        for (side, tier) in [("tcp", &kernel.hooks.tcp), ("dns", &kernel.hooks.dns)] {
+            if let Some(tier) = tier.tier {
+                self.hooks
+                    .get_or_create(&HookLabels {
+                        side,
+                        tier: tier.name(),
+                    })
+                    .set(1);
+            }
+        }
     }
 
     /// Distinct label sets of `tracer_connects_total` and its folded updates (for tests and the
@@ -684,6 +709,8 @@ fn drop_cause_label(name: &'static str) -> &'static str {
         "dns healthy map full" => "dns_healthy_map_full",
         "skipped program runs" => "skipped_program_runs",
         "ends unseen" => "end_unseen",
+        "dns unreadable" => "dns_unreadable",
+        "dns mmsg beyond" => "dns_mmsg_beyond",
         other => other,
     }
 }

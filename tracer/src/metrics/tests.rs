@@ -6,7 +6,7 @@ use super::*;
 use crate::{
     clock::Timestamp,
     identity::Identity,
-    record::{BackendShare, Dropped},
+    record::{BackendShare, Dropped, HookTier, HookTiers, SideTier},
     verdict::{Verdict, VerdictKind},
 };
 
@@ -191,6 +191,13 @@ fn capabilities_off_by_an_option_are_disabled_not_degraded() {
         ]
         .into_iter()
         .collect(),
+        hooks: HookTiers {
+            tcp: SideTier {
+                tier: Some(HookTier::Fentry),
+                ..SideTier::default()
+            },
+            dns: SideTier::default(),
+        },
     };
     metrics.update(&Record::Stats(StatsRecord {
         kernel: Some(kernel),
@@ -201,6 +208,11 @@ fn capabilities_off_by_an_option_are_disabled_not_degraded() {
         out.contains(r#"tracer_kernel_capability{node="n",capability="dns",state="disabled"} 1"#),
         "{out}"
     );
+    assert!(
+        out.contains(r#"tracer_kernel_hooks{node="n",side="tcp",tier="fentry"} 1"#),
+        "{out}"
+    );
+    assert!(!out.contains(r#"side="dns""#), "DNS off has no tier: {out}");
     assert!(
         out.contains(
             r#"tracer_kernel_capability{node="n",capability="dns_refused",state="disabled"} 1"#

@@ -212,6 +212,7 @@ impl Widget for Header<'_> {
                 short_duration(model.uptime())
             )),
             Span::styled(dropped_text, dropped_style),
+            hooks_span(model),
             degraded_span(model),
             names_span(model),
             Span::raw(format!("  {}", state.origin)),
@@ -240,6 +241,20 @@ impl Widget for Header<'_> {
             cluster_view::StatusLine(pane).render(last_line, buf);
         }
     }
+}
+
+/// `  hooks tcp=fentry dns=fentry`: where the kernel programs run (`tracer trace --tcp-hooks`,
+/// `--dns-hooks`; docs/performance.md says what each costs).
+fn hooks_span(model: &Model) -> Span<'static> {
+    let Some(hooks) = model.hook_tiers() else {
+        return Span::raw("");
+    };
+    let tier = |s: &crate::record::SideTier| s.tier.map_or("off", |t| t.name());
+    Span::raw(format!(
+        "  hooks tcp={} dns={}",
+        tier(&hooks.tcp),
+        tier(&hooks.dns)
+    ))
 }
 
 /// `  DEGRADED dns_refused`: capabilities this kernel does not give in full (the reasons are in the

@@ -95,7 +95,7 @@ fn boot_and_count(
     if let Some(e) = error {
         anyhow::bail!("the guest failed: {e} (console in {})", log.display());
     }
-    if booted.timed_out {
+    if booted.timed_out.is_some() {
         anyhow::bail!(
             "the VM did not finish within {} s (console in {})",
             VM_TIMEOUT.as_secs(),

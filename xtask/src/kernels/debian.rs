@@ -1,7 +1,7 @@
 //! Debian's kernel packages, downloaded and unpacked (never installed on the host), cached between
-//! runs. The newest package of each series is resolved at run time through a private apt state that
-//! points at the same archive as the system's sources: the archive drops old patch releases, and
-//! the system's own sources stay untouched.
+//! runs. The newest package of each series is resolved at run time through a private apt state
+//! (one per architecture) that points at the same archive as the system's sources: the archive
+//! drops old patch releases, and the system's own sources and package database stay untouched.
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
@@ -10,7 +10,10 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::shell::{output, run};
+use crate::{
+    arch::Arch,
+    shell::{output, run},
+};
 
 /// A kernel series the nodes run, and the Debian suite that ships it.
 pub struct Series {
@@ -26,6 +29,8 @@ pub struct Kernel {
     pub vmlinuz: PathBuf,
     /// `lib/modules/RELEASE` of the package.
     pub modules: PathBuf,
+    /// Why it is not the newest the archive lists, if it is not.
+    pub note: Option<String>,
 }
 
 /// Where kernels, busybox and apt state are kept between runs: outside the work tree, so a fresh
@@ -38,18 +43,33 @@ pub fn cache_dir() -> PathBuf {
     base.join("tracer-kernel-matrix")
 }
 
-/// apt with its lists and archives under `dir`, reading only `dir/sources.list`.
-fn apt(dir: &Path, tool: &str) -> Command {
+/// The private apt state of `arch`'s packages.
+pub fn apt_dir(arch: Arch) -> PathBuf {
+    match arch {
+        Arch::Amd64 => cache_dir().join("apt"),
+        Arch::Arm64 => cache_dir().join(format!("apt-{}", arch.debian_name())),
+    }
+}
+
+/// apt for `arch`'s packages, with its lists and archives under `apt_dir(arch)`, reading only its
+/// `sources.list`, and an empty package database of its own (nothing is installed anywhere).
+pub fn apt(arch: Arch, tool: &str) -> Command {
+    let dir = apt_dir(arch);
     let mut cmd = Command::new(tool);
     for (key, value) in [
         ("Dir::Etc::sourcelist", dir.join("sources.list")),
         ("Dir::Etc::sourceparts", PathBuf::from("-")),
         ("Dir::State::Lists", dir.join("lists")),
+        ("Dir::State::status", dir.join("status")),
         ("Dir::Cache::Archives", dir.join("archives")),
         ("Dir::Cache", dir.join("cache")),
     ] {
         cmd.arg("-o").arg(format!("{key}={}", value.display()));
     }
+    cmd.args(["-o", &format!("APT::Architecture={}", arch.debian_name())])
+        .args(["-o", &format!("APT::Architectures={}", arch.debian_name())])
+        // apt drops privileges to _apt for downloads; a root-owned cache folder would make it warn.
+        .args(["-o", "APT::Sandbox::User=root"]);
     cmd
 }
 
@@ -81,12 +101,15 @@ fn archive_uri(suffix: &str) -> Option<String> {
     None
 }
 
-/// Refreshes the private apt state for `suites`. Returns false (and says why) if the archive cannot
-/// be reached; then cached kernels are used.
-pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
-    let dir = cache_dir().join("apt");
+/// Refreshes the private apt state of `arch` for `suites`. Returns false (and says why) if the
+/// archive cannot be reached; then only cached kernels can be tested.
+pub fn refresh(arch: Arch, suites: &[&str]) -> anyhow::Result<bool> {
+    let dir = apt_dir(arch);
     for sub in ["lists/partial", "archives/partial", "cache"] {
         std::fs::create_dir_all(dir.join(sub))?;
+    }
+    if !dir.join("status").exists() {
+        std::fs::write(dir.join("status"), "")?;
     }
     let uri = archive_uri("/debian").context(
         "no Debian archive (a URI ending in /debian) in /etc/apt/sources.list(.d): the kernel \
@@ -104,37 +127,48 @@ pub fn refresh(suites: &[&str]) -> anyhow::Result<bool> {
         }
     }
     std::fs::write(dir.join("sources.list"), sources)?;
-    let ok = apt(&dir, "apt-get")
-        .args(["-qq", "-o", "APT::Sandbox::User=root", "update"])
+    // A failed fetch is only a warning to apt-get update (exit 0, old lists used): make it an error.
+    let ok = apt(arch, "apt-get")
+        .args(["-qq", "update", "--error-on=any"])
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
         eprintln!(
-            "xtask: the Debian archive did not answer; using the kernels cached in {}",
+            "xtask: the Debian archive did not answer; only the {} kernels cached in {} can be tested",
+            arch.debian_name(),
             cache_dir().display()
         );
     }
     Ok(ok)
 }
 
-/// The newest `linux-image-SERIES.*-amd64-unsigned` package the archive has.
-fn newest_package(series: &Series) -> anyhow::Result<String> {
-    let dir = cache_dir().join("apt");
+/// The newest `linux-image-SERIES.*-ARCH-unsigned` package the archive has.
+/// The `linux-image-SERIES.*-ARCH-unsigned` packages the archive lists, newest first.
+fn packages_newest_first(series: &Series, arch: Arch) -> anyhow::Result<Vec<String>> {
     let pattern = format!("^linux-image-{}\\.", series.name.replace('.', "\\."));
-    let list = output(apt(&dir, "apt-cache").args(["search", "--names-only", &pattern]))?;
-    list.lines()
+    let list = output(apt(arch, "apt-cache").args(["search", "--names-only", &pattern]))?;
+    let suffix = format!("-{}-unsigned", arch.debian_name());
+    let mut packages: Vec<String> = list
+        .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|name| name.ends_with("-amd64-unsigned"))
+        .filter(|name| name.ends_with(&suffix))
         .filter(|name| !name.contains("-rt-") && !name.contains("-cloud-"))
-        .max_by_key(|name| version_numbers(name))
         .map(str::to_string)
-        .with_context(|| {
-            format!(
-                "no linux-image-{}.* package in {}",
-                series.name, series.suite
-            )
-        })
+        .collect();
+    packages.sort_by_key(|name| std::cmp::Reverse(version_numbers(name)));
+    if packages.is_empty() {
+        anyhow::bail!(
+            "no linux-image-{}.*-{}-unsigned package in {}",
+            series.name,
+            arch.debian_name(),
+            series.suite
+        );
+    }
+    Ok(packages)
 }
+
+/// How many older packages of a series are tried when the newest cannot be downloaded.
+const OLDER_TRIED: usize = 6;
 
 /// The numbers in a package name, in order: `6.1.0-57` sorts below `6.1.0-58`, `6.12.115` below
 /// `6.12.117`.
@@ -144,64 +178,94 @@ fn version_numbers(name: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The newest kernel of `series`: downloaded and unpacked unless it is in the cache already. When
-/// the archive is unreachable (`online` false), the newest cached one.
-pub fn kernel(series: &Series, online: bool) -> anyhow::Result<Kernel> {
+/// The newest `arch` kernel of `series`: downloaded and unpacked unless it is in the cache
+/// already. The archive's index can list a package its pool no longer serves (bullseye-security's
+/// arm64 kernels answer 404 here): then the newest older one that downloads, and the kernel's
+/// `note` names the ones that did not. When the archive is unreachable (`online` false), the
+/// newest cached one, if any.
+pub fn kernel(series: &Series, arch: Arch, online: bool) -> anyhow::Result<Kernel> {
     let root = cache_dir().join("kernels");
     std::fs::create_dir_all(&root)?;
-    let package = if online {
-        Some(newest_package(series)?)
-    } else {
-        None
-    };
-    let unpacked = match &package {
-        Some(package) => {
-            let dir = root.join(package);
-            if !dir.join("boot").is_dir() {
-                download_and_unpack(package, &dir)?;
+    let mut not_served = Vec::new();
+    let unpacked = if online {
+        let mut found = None;
+        for package in packages_newest_first(series, arch)?
+            .into_iter()
+            .take(OLDER_TRIED + 1)
+        {
+            let dir = root.join(&package);
+            if dir.join("boot").is_dir() {
+                found = Some(dir);
+                break;
             }
-            dir
+            match download_and_unpack(arch, &package, &dir) {
+                Ok(()) => {
+                    found = Some(dir);
+                    break;
+                }
+                Err(why) => not_served.push(format!("{package} ({why:#})")),
+            }
         }
-        None => std::fs::read_dir(&root)?
+        found.with_context(|| {
+            format!(
+                "none of the newest {} kernels downloads: {}",
+                series.name,
+                not_served.join("; ")
+            )
+        })?
+    } else {
+        std::fs::read_dir(&root)?
             .flatten()
             .map(|e| e.path())
             .filter(|p| {
-                // The VMs are x86-64: a cached arm64 kernel of the series is not one to boot.
                 p.file_name().is_some_and(|n| {
                     let n = n.to_string_lossy();
                     n.starts_with(&format!("linux-image-{}.", series.name))
-                        && n.ends_with("-amd64-unsigned")
+                        && n.ends_with(&format!("-{}-unsigned", arch.debian_name()))
                 }) && p.join("boot").is_dir()
             })
             .max_by_key(|p| version_numbers(&p.to_string_lossy()))
             .with_context(|| {
                 format!(
-                    "no cached kernel {} and the archive is unreachable",
-                    series.name
+                    "the Debian archive is unreachable and no {} {} kernel is cached in {}",
+                    arch.debian_name(),
+                    series.name,
+                    root.display()
                 )
-            })?,
+            })?
     };
     let release = std::fs::read_dir(unpacked.join("lib/modules"))?
         .flatten()
         .next()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .with_context(|| format!("{}: no lib/modules", unpacked.display()))?;
+    let note = (!not_served.is_empty()).then(|| {
+        format!(
+            "the archive lists newer {} kernels it did not serve: {}",
+            series.name,
+            not_served.join("; ")
+        )
+    });
     Ok(Kernel {
+        note,
         vmlinuz: unpacked.join(format!("boot/vmlinuz-{release}")),
         modules: unpacked.join("lib/modules").join(&release),
         release,
     })
 }
 
-fn download_and_unpack(package: &str, dir: &Path) -> anyhow::Result<()> {
+fn download_and_unpack(arch: Arch, package: &str, dir: &Path) -> anyhow::Result<()> {
     eprintln!("xtask: downloading {package}");
-    let apt_dir = cache_dir().join("apt");
     let debs = cache_dir().join("debs");
     std::fs::create_dir_all(&debs)?;
-    // apt drops privileges to _apt for downloads; a root-owned cache folder would make it warn.
-    run(apt(&apt_dir, "apt-get")
-        .args(["-qq", "-o", "APT::Sandbox::User=root", "download", package])
-        .current_dir(&debs))?;
+    let status = apt(arch, "apt-get")
+        .args(["-qq", "download", package])
+        .current_dir(&debs)
+        .status()
+        .context("starting apt-get")?;
+    if !status.success() {
+        anyhow::bail!("apt-get download failed: {status}");
+    }
     let deb = std::fs::read_dir(&debs)?
         .flatten()
         .map(|e| e.path())

@@ -42,14 +42,25 @@ const MODULES: &[&str] = &[
     "nf_conntrack_netlink",
 ];
 
-/// Writes `out` (an uncompressed newc cpio, which every kernel takes as an initramfs).
-pub fn build(kernel: &Kernel, init: &str, stage2: &str, out: &Path) -> anyhow::Result<()> {
+/// Writes `out` (an uncompressed newc cpio, which every kernel takes as an initramfs), with
+/// `busybox` (a static one of the kernel's architecture) as its shell and tools.
+pub fn build(
+    kernel: &Kernel,
+    busybox: &Path,
+    init: &str,
+    stage2: &str,
+    out: &Path,
+) -> anyhow::Result<()> {
     let staging = out.with_extension("d");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(staging.join("bin"))?;
     std::fs::create_dir_all(staging.join("modules"))?;
-    std::fs::copy(BUSYBOX, staging.join("bin/busybox"))
-        .with_context(|| format!("copying {BUSYBOX} (Debian package busybox-static)"))?;
+    std::fs::copy(busybox, staging.join("bin/busybox")).with_context(|| {
+        format!(
+            "copying {} (Debian package busybox-static)",
+            busybox.display()
+        )
+    })?;
     write_executable(&staging.join("init"), init)?;
     write_executable(&staging.join("stage2.sh"), stage2)?;
 
@@ -66,6 +77,7 @@ pub fn build(kernel: &Kernel, init: &str, stage2: &str, out: &Path) -> anyhow::R
 
     let mut files = Vec::new();
     list_files(&staging, &staging, &mut files)?;
+    // The host's busybox packs it: the guest's may be of another architecture.
     let mut cpio = Command::new(BUSYBOX)
         .args(["cpio", "-o", "-H", "newc", "-R", "0:0"])
         .current_dir(&staging)
@@ -85,8 +97,9 @@ pub fn build(kernel: &Kernel, init: &str, stage2: &str, out: &Path) -> anyhow::R
     Ok(())
 }
 
-/// Debian's static busybox: the initramfs's shell and tools, and the guest's `poweroff`.
-const BUSYBOX: &str = "/bin/busybox";
+/// The host's static busybox (Debian package busybox-static): the initramfs's shell and tools, and
+/// the guest's `poweroff`, for VMs of the host's architecture.
+pub const BUSYBOX: &str = "/bin/busybox";
 
 fn write_executable(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;

@@ -1,11 +1,17 @@
 //! `cargo xtask kernels`: the kernel matrix. The tracer's real-kernel scenarios (integration tests
 //! of the `tests` crate) run on the host kernel and inside qemu VMs booting Debian's own kernels of
-//! the series nodes run. Each VM shares the host's root read-only (9p, under a tmpfs overlay), so it
-//! runs the very test binaries and tracer the host built, with the host's ip, nft, dnsmasq, nginx.
-//! Prints kernel × scenario (pass/fail) and kernel × capability (what the tracer reported).
+//! the series nodes run, amd64 and arm64. Each amd64 VM shares the host's root read-only (9p, under
+//! a tmpfs overlay), so it runs the very test binaries and tracer the host built, with the host's
+//! ip, nft, dnsmasq, nginx. An arm64 VM gets the same from an arm64 root assembled from Debian's
+//! arm64 packages, with the aarch64 tracer and test binaries (`arm64.rs`, `userland.rs`).
+//! Prints kernel × scenario (pass/fail) and kernel × capability (what the tracer reported); a
+//! kernel that could not be tested (the archive unreachable, the package not cached) is named and
+//! fails the run.
+mod arm64;
 mod debian;
 mod initramfs;
 mod report;
+mod userland;
 mod vm;
 
 use std::path::{Path, PathBuf};
@@ -13,9 +19,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 
 pub use debian::Kernel;
-pub use vm::boot;
 
-use crate::{run::workspace_root, shell::cargo};
+use crate::{arch::Arch, dist, run::workspace_root};
 
 /// The series production nodes run.
 const SERIES: &[debian::Series] = &[
@@ -33,11 +38,29 @@ const SERIES: &[debian::Series] = &[
     },
 ];
 
-/// One scenario: an integration test (binary, exact name) and what it shows.
+/// One scenario: an integration test (binary, exact name), what it shows, and the side whose
+/// hook tiers it exercises (run again with each other tier of that side the kernel offers).
 pub struct Scenario {
     pub binary: &'static str,
     pub test: &'static str,
     pub label: &'static str,
+    pub side: Option<Side>,
+}
+
+/// The two sides of hook tiers (`tracer --tcp-hooks`, `--dns-hooks`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Side {
+    Tcp,
+    Dns,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Tcp => "tcp",
+            Side::Dns => "dns",
+        }
+    }
 }
 
 /// The scenarios every kernel must pass with the same verdicts.
@@ -46,76 +69,97 @@ pub const SCENARIOS: &[Scenario] = &[
         binary: "tcp_verdicts",
         test: "refused_by_rst_when_nothing_listens",
         label: "refused by RST",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "refused_by_icmp_when_a_reject_rule_answers",
         label: "refused by ICMP (nft reject)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "unanswered_live_then_abandoned_when_the_client_gives_up",
         label: "unanswered, then abandoned",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "timed_out_when_the_kernel_gives_up",
         label: "timed out",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "tcp_verdicts",
         test: "unreachable_when_no_host_has_the_address",
         label: "unreachable (host)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "verdicts_name_the_dropping_backend_and_shares_are_near_half",
         label: "Service: live + dead backend",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "cilium_socket_lb_before_the_hook_names_the_service_from_its_maps",
         label: "Cilium socket LB: TCP named",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "service_backends",
         test: "cilium_socket_lb_names_an_ipv6_service_from_its_maps",
         label: "Cilium socket LB: IPv6 named",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "dns",
         test: "dns_answered_queries_are_counted_in_the_kernel_not_sent_one_by_one",
         label: "DNS answered (healthy)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_server_that_drops_queries_gives_unanswered_with_name_and_type",
         label: "DNS unanswered",
+        side: Some(Side::Dns),
+    },
+    Scenario {
+        binary: "dns",
+        test: "dns_a_and_aaaa_sent_together_by_sendmmsg_are_both_followed",
+        label: "DNS A+AAAA in one sendmmsg",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_server_that_rejects_with_icmp_gives_refused",
         label: "DNS refused (ICMP)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_nginx_resolver_socket_glued_to_a_dead_server_is_a_stuck_socket",
         label: "DNS stuck socket (nginx)",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "dns",
         test: "dns_to_a_service_rewritten_by_cilium_socket_lb_names_the_service_from_its_maps",
         label: "Cilium socket LB: DNS named",
+        side: Some(Side::Dns),
     },
     Scenario {
         binary: "reply_lost",
         test: "replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_client",
         label: "replies lost (return path cut)",
+        side: Some(Side::Tcp),
     },
     Scenario {
         binary: "errors_and_lifecycle",
         test: "the_kernel_object_lists_every_capability_in_the_first_and_final_stats",
         label: "kernel capabilities reported",
+        side: None,
     },
 ];
 
@@ -124,85 +168,283 @@ pub struct KernelsArgs {
     /// Only these kernels: `host`, or a series (`5.10`, `6.1`, `6.12`). Repeatable; all by default.
     #[arg(long = "kernel", value_name = "KERNEL")]
     pub kernels: Vec<String>,
+    /// The kernels' architecture: `amd64` (the host and x86-64 VMs) or `arm64` (emulated VMs).
+    #[arg(long, value_enum, default_value_t = Arch::Amd64)]
+    pub arch: Arch,
+    /// Where the hook tiers other than a kernel's default are forced and their side's scenarios
+    /// run again: on `every` VM kernel, or only on the `newest` amd64 one (what `cargo xtask
+    /// test` runs: it offers every tier).
+    #[arg(long, value_enum, default_value_t = TierScope::Every)]
+    pub forced_tiers: TierScope,
+}
+
+/// Which kernels run the forced hook tiers (`KernelsArgs::forced_tiers`).
+#[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum TierScope {
+    #[default]
+    Every,
+    Newest,
 }
 
 /// What to run the scenarios on.
-enum Target {
+pub enum Target {
     Host,
-    Vm(&'static debian::Series),
+    Vm(&'static debian::Series, Arch),
 }
 
 impl Target {
     fn name(&self) -> &str {
         match self {
             Target::Host => "host",
-            Target::Vm(s) => s.name,
+            Target::Vm(s, _) => s.name,
+        }
+    }
+
+    /// The architecture of the tracer and test binaries it runs.
+    pub fn arch(&self) -> Arch {
+        match self {
+            Target::Host => Arch::host(),
+            Target::Vm(_, arch) => *arch,
+        }
+    }
+
+    /// Whether the other hook tiers are forced here too. The host runs the tiers its own kernel
+    /// chooses (this development kernel refuses fentry and has no kprobes).
+    fn forces_tiers(&self, scope: TierScope) -> bool {
+        match self {
+            Target::Host => false,
+            Target::Vm(series, arch) => {
+                scope == TierScope::Every
+                    || (*arch == Arch::host() && SERIES.last().is_some_and(|s| s.name == series.name))
+            }
+        }
+    }
+
+    /// `6.12 arm64`, for a kernel that has no release to show.
+    fn label(&self) -> String {
+        match self {
+            Target::Host => "host".into(),
+            Target::Vm(s, arch) => format!("{} {}", s.name, arch.debian_name()),
         }
     }
 }
 
-/// Builds what the scenarios need (the release tracer, the test binaries), runs them on every
-/// chosen kernel, prints the tables, and fails if any scenario failed anywhere.
-pub fn run(args: &KernelsArgs, tracer: &Path) -> anyhow::Result<()> {
-    let targets = chosen_targets(&args.kernels)?;
+/// The newest series on `arch`: what `cargo xtask test` runs on an architecture it emulates.
+pub fn newest(arch: Arch) -> Target {
+    Target::Vm(SERIES.last().unwrap_or(&SERIES[0]), arch)
+}
+
+/// Builds what the scenarios need (the test binaries of each architecture; `tracers` holds the
+/// static tracer of each), runs them on every target, prints the tables, and fails if any scenario
+/// failed anywhere or a kernel could not be tested.
+pub fn run(
+    targets: &[Target],
+    tracers: &[(Arch, PathBuf)],
+    scope: TierScope,
+) -> anyhow::Result<()> {
     let root = workspace_root()?;
     let work = root.join("target/kernel-matrix");
-    // The VMs read the host's files as they are now: copies, so a rebuild meanwhile changes nothing.
-    let bin = work.join("bin");
-    let _ = std::fs::remove_dir_all(&bin);
-    std::fs::create_dir_all(&bin)?;
-    let mut binaries = Vec::new();
-    for (name, exe) in test_binaries()? {
-        let copy = bin.join(&name);
-        std::fs::copy(&exe, &copy).with_context(|| format!("copying {}", exe.display()))?;
-        binaries.push((name, copy));
+    let mut arches: Vec<Arch> = targets.iter().map(Target::arch).collect();
+    arches.dedup();
+    // The VMs read the binaries as they are now: copies, so a rebuild meanwhile changes nothing.
+    let mut built = Vec::new();
+    for arch in arches {
+        let tracer = tracers
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, t)| t)
+            .with_context(|| format!("no {} tracer was built", arch.debian_name()))?;
+        built.push((arch, binaries_of(arch, tracer, &work)?));
     }
-    let tracer_copy = bin.join("tracer");
-    std::fs::copy(tracer, &tracer_copy).with_context(|| format!("copying {}", tracer.display()))?;
-    let tracer = tracer_copy.as_path();
+    let binaries_for = |arch: Arch| {
+        built
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, b)| b)
+            .context("binaries of the architecture")
+    };
 
-    let needs_vm = targets.iter().any(|t| matches!(t, Target::Vm(_)));
-    let online = if needs_vm {
-        let suites: Vec<&str> = SERIES.iter().map(|s| s.suite).collect();
-        debian::refresh(&suites)?
-    } else {
-        false
+    let mut sources = Sources {
+        suites: targets
+            .iter()
+            .filter_map(|t| match t {
+                Target::Host => None,
+                Target::Vm(series, arch) => Some((*arch, series.suite)),
+            })
+            .collect(),
+        ..Sources::default()
     };
     let mut outcomes = Vec::new();
-    for target in &targets {
+    for target in targets {
         let started = std::time::Instant::now();
+        let (tracer, binaries) = binaries_for(target.arch())?;
         let outcome = match target {
-            Target::Host => vm::run_on_host(&root, tracer, &binaries, &work)?,
-            Target::Vm(series) => {
-                let kernel = debian::kernel(series, online)?;
-                vm::run_in_vm(&kernel, &root, tracer, &binaries, &work)?
-            }
+            Target::Host => vm::run_on_host(&root, tracer, binaries, &work, false)?,
+            Target::Vm(series, arch) => match sources.kernel(series, *arch)? {
+                Err(why) => report::Outcome::untested(target.label(), &why),
+                Ok(kernel) => {
+                    let mut outcome = if *arch == Arch::host() {
+                        let forced = target.forces_tiers(scope);
+                        let body = vm::scenario_script(&root, tracer, binaries, forced);
+                        vm::run_in_vm(&kernel, &body, &work)?
+                    } else {
+                        match sources.userland(*arch)? {
+                            Ok(userland) => {
+                                let forced = target.forces_tiers(scope);
+                                arm64::run_in_vm(&kernel, userland, tracer, binaries, &work, forced)?
+                            }
+                            Err(why) => report::Outcome::untested(kernel.release.clone(), why),
+                        }
+                    };
+                    if let Some(note) = kernel.note {
+                        outcome.note = Some(match outcome.note {
+                            Some(other) => format!("{other}; {note}"),
+                            None => note,
+                        });
+                    }
+                    outcome
+                }
+            },
         };
+        let (passed, ran) = outcome.tally();
         eprintln!(
-            "xtask: kernel {} ({}): {} of {} scenarios passed in {:.0} s; log {}",
-            target.name(),
+            "xtask: kernel {} ({}): {passed} of {ran} scenario runs passed in {:.0} s; log {}",
+            target.label(),
             outcome.release,
-            outcome.passed(),
-            SCENARIOS.len(),
             started.elapsed().as_secs_f64(),
             outcome.log.display()
         );
         outcomes.push(outcome);
     }
     println!("{}", report::tables(&outcomes));
+    let offline: Vec<Arch> = sources
+        .online
+        .iter()
+        .filter(|(_, online)| !online)
+        .map(|(arch, _)| *arch)
+        .collect();
+    verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+}
+
+/// Whether the matrix passed: every kernel tested, every scenario passed, and each kernel the
+/// newest of its series (which only the archive can say: with it unreachable, the cached kernels
+/// were tested but the run fails).
+fn verdict(outcomes: &[report::Outcome], offline: &[Arch]) -> Result<(), String> {
+    let mut problems = Vec::new();
     let failed: Vec<String> = outcomes
         .iter()
-        .filter(|o| o.passed() < SCENARIOS.len())
+        .filter(|o| o.tested && !o.all_passed())
         .map(|o| format!("{} ({})", o.release, o.log.display()))
         .collect();
     if !failed.is_empty() {
-        bail!("kernel matrix: scenarios failed on {}", failed.join(", "));
+        problems.push(format!("scenarios failed on {}", failed.join(", ")));
     }
+    let untested: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.tested)
+        .map(|o| o.release.clone())
+        .collect();
+    if !untested.is_empty() {
+        problems.push(format!("could not test {}", untested.join(", ")));
+    }
+    for arch in offline {
+        problems.push(format!(
+            "the Debian archive could not be reached for {}, so whether a newer patch release of \
+             each series exists is unknown (only cached kernels could be tested)",
+            arch.debian_name()
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// Where kernels and userlands come from: the Debian archive (each architecture's apt state
+/// refreshed once per run) or, when it cannot be reached, the cache. What cannot be had is an
+/// `Err` with the reason, so the run goes on to the other kernels and then names it.
+#[derive(Default)]
+struct Sources {
+    /// The suites each architecture's targets need (the userland's, bookworm, is among them).
+    suites: Vec<(Arch, &'static str)>,
+    online: Vec<(Arch, bool)>,
+    userlands: Vec<(Arch, Result<userland::Userland, String>)>,
+}
+
+impl Sources {
+    fn online(&mut self, arch: Arch) -> anyhow::Result<bool> {
+        if let Some((_, online)) = self.online.iter().find(|(a, _)| *a == arch) {
+            return Ok(*online);
+        }
+        let mut suites: Vec<&str> = self
+            .suites
+            .iter()
+            .filter(|(a, _)| *a == arch)
+            .map(|(_, suite)| *suite)
+            .chain((arch != Arch::host()).then_some(userland::SUITE))
+            .collect();
+        suites.sort_unstable();
+        suites.dedup();
+        let online = debian::refresh(arch, &suites)?;
+        self.online.push((arch, online));
+        Ok(online)
+    }
+
+    fn kernel(
+        &mut self,
+        series: &debian::Series,
+        arch: Arch,
+    ) -> anyhow::Result<Result<debian::Kernel, String>> {
+        let online = self.online(arch)?;
+        Ok(debian::kernel(series, arch, online).map_err(|why| format!("{why:#}")))
+    }
+
+    /// The guest root of an architecture other than the host's.
+    fn userland(&mut self, arch: Arch) -> anyhow::Result<&Result<userland::Userland, String>> {
+        if !self.userlands.iter().any(|(a, _)| *a == arch) {
+            let online = self.online(arch)?;
+            let userland = userland::assemble(arch, online)
+                .map_err(|why| format!("no {} userland: {why:#}", arch.debian_name()));
+            self.userlands.push((arch, userland));
+        }
+        self.userlands
+            .iter()
+            .find(|(a, _)| *a == arch)
+            .map(|(_, u)| u)
+            .context("the userland was just assembled")
+    }
+}
+
+/// `cargo xtask vm`: boots series `name` (amd64) and runs `script` in it; the console goes to
+/// stdout.
+pub fn boot_script(name: &str, script: &Path) -> anyhow::Result<()> {
+    crate::setup::debian_packages(&["qemu-system-x86", "busybox-static", "xz-utils"])?;
+    let body = std::fs::read_to_string(script)
+        .with_context(|| format!("reading {}", script.display()))?;
+    let kernel = debian_kernel(name)?;
+    let work = workspace_root()?.join("target/kernel-matrix");
+    std::fs::create_dir_all(&work)?;
+    let log = work.join(format!("vm-{}.log", kernel.release));
+    boot(&kernel, &body, &work, &log, std::time::Duration::from_mins(20))?;
+    print!("{}", std::fs::read_to_string(&log)?);
     Ok(())
 }
 
-/// The newest Debian kernel of series `name` (`6.12`, ...), downloaded once and then cached, for
-/// booting a VM of one's own (the archive unreachable: the newest cached one).
+/// Boots `kernel` (amd64) with the host's root shared read-only and runs `body` once a node's
+/// mounts are up; the console text, also kept in `log`.
+pub fn boot(
+    kernel: &Kernel,
+    body: &str,
+    work: &Path,
+    log: &Path,
+    timeout: std::time::Duration,
+) -> anyhow::Result<vm::Booted> {
+    vm::boot_x86(kernel, body, work, log, timeout)
+}
+
+/// The newest amd64 Debian kernel of series `name` (`6.12`, ...), downloaded once and then
+/// cached, for booting a VM of one's own (the archive unreachable: the newest cached one).
 pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
     let series = SERIES.iter().find(|s| s.name == name).with_context(|| {
         format!(
@@ -210,20 +452,47 @@ pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
             SERIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
         )
     })?;
-    let online = debian::refresh(&[series.suite])?;
-    debian::kernel(series, online)
+    let online = debian::refresh(Arch::Amd64, &[series.suite])?;
+    debian::kernel(series, Arch::Amd64, online)
 }
 
-fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
+/// The tracer and the test binaries of `arch`, copied under `work`.
+fn binaries_of(
+    arch: Arch,
+    tracer: &Path,
+    work: &Path,
+) -> anyhow::Result<(PathBuf, Vec<(String, PathBuf)>)> {
+    let bin = if arch == Arch::host() {
+        work.join("bin")
+    } else {
+        work.join(format!("bin-{}", arch.debian_name()))
+    };
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin)?;
+    let mut binaries = Vec::new();
+    for (name, exe) in test_binaries(arch)? {
+        let copy = bin.join(&name);
+        std::fs::copy(&exe, &copy).with_context(|| format!("copying {}", exe.display()))?;
+        binaries.push((name, copy));
+    }
+    let tracer_copy = bin.join("tracer");
+    std::fs::copy(tracer, &tracer_copy).with_context(|| format!("copying {}", tracer.display()))?;
+    Ok((tracer_copy, binaries))
+}
+
+/// The kernels `args` choose: on amd64 the host and the VMs, on arm64 the VMs.
+pub fn chosen_targets(args: &KernelsArgs) -> anyhow::Result<Vec<Target>> {
+    let arch = args.arch;
     let all = || {
-        std::iter::once(Target::Host)
-            .chain(SERIES.iter().map(Target::Vm))
+        let host = (arch == Arch::host()).then_some(Target::Host);
+        host.into_iter()
+            .chain(SERIES.iter().map(|s| Target::Vm(s, arch)))
             .collect::<Vec<_>>()
     };
-    if names.is_empty() {
+    if args.kernels.is_empty() {
         return Ok(all());
     }
-    names
+    args.kernels
         .iter()
         .map(|name| {
             all()
@@ -231,7 +500,13 @@ fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
                 .find(|t| t.name() == name)
                 .with_context(|| {
                     format!(
-                        "unknown kernel {name}: choose host or one of {}",
+                        "unknown {} kernel {name}: choose {}{}",
+                        arch.debian_name(),
+                        if arch == Arch::host() {
+                            "host or one of "
+                        } else {
+                            "one of "
+                        },
                         SERIES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
                     )
                 })
@@ -239,16 +514,26 @@ fn chosen_targets(names: &[String]) -> anyhow::Result<Vec<Target>> {
         .collect()
 }
 
-/// The integration test binaries by target name (`tcp_verdicts` -> its executable), built now.
-fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
-    let out = cargo()
-        .args([
-            "test",
-            "--package",
-            "tests",
-            "--no-run",
-            "--message-format=json",
-        ])
+/// The integration test binaries of `arch` by target name (`tcp_verdicts` -> its executable),
+/// built now: for the host, as `cargo test` builds them; for another architecture, static (musl)
+/// with the cross toolchain `dist` uses.
+fn test_binaries(arch: Arch) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut cmd = if arch == Arch::host() {
+        crate::shell::cargo()
+    } else {
+        dist::cargo_for(arch.musl_target())?.0
+    };
+    cmd.args([
+        "test",
+        "--package",
+        "tests",
+        "--no-run",
+        "--message-format=json",
+    ]);
+    if arch != Arch::host() {
+        cmd.args(["--target", arch.musl_target()]);
+    }
+    let out = cmd
         .stderr(std::process::Stdio::inherit())
         .output()
         .context("building the integration tests")?;
@@ -274,4 +559,62 @@ fn test_binaries() -> anyhow::Result<Vec<(String, PathBuf)>> {
         }
     }
     Ok(binaries)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::{Arch, SCENARIOS, report::Outcome, verdict};
+
+    fn passed(release: &str) -> Outcome {
+        let mut o = Outcome::untested(release.into(), "");
+        o.tested = true;
+        o.finished = true;
+        o.note = None;
+        o.passed = vec![true; SCENARIOS.len()];
+        o.log = PathBuf::from(format!("{release}.log"));
+        o
+    }
+
+    #[test]
+    fn every_kernel_tested_and_passed_is_a_pass() {
+        assert_eq!(
+            verdict(
+                &[passed("6.1.0-57-amd64"), passed("6.12.117+deb12-arm64")],
+                &[]
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_could_not_be_had_is_named_and_fails_the_run() {
+        let err = verdict(
+            &[
+                passed("6.1.0-57-amd64"),
+                Outcome::untested("5.10 arm64".into(), "no cached kernel"),
+            ],
+            &[],
+        )
+        .expect_err("a kernel was not tested");
+        assert_eq!(err, "could not test 5.10 arm64");
+    }
+
+    #[test]
+    fn an_unreachable_archive_fails_the_run_even_when_the_cache_had_every_kernel() {
+        let err = verdict(&[passed("6.1.0-57-amd64")], &[Arch::Amd64]).expect_err("offline");
+        assert!(err.contains("could not be reached for amd64"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_scenario_names_the_kernel_and_its_log() {
+        let mut failed = passed("6.12.117+deb12-arm64");
+        failed.passed[0] = false;
+        let err = verdict(&[failed], &[]).expect_err("a scenario failed");
+        assert_eq!(
+            err,
+            "scenarios failed on 6.12.117+deb12-arm64 (6.12.117+deb12-arm64.log)"
+        );
+    }
 }

@@ -8,15 +8,26 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{SCENARIOS, debian::Kernel, initramfs, report};
+use super::{SCENARIOS, Side, debian::Kernel, initramfs, report};
 
 /// A VM that has not powered off by then is stopped and its scenarios count as failed.
 const VM_TIMEOUT: Duration = Duration::from_mins(20);
 const GUEST_INIT: &str = include_str!("guest_init.sh");
+/// The shell function that lists the tiers to force after the default run.
+const OTHER_TIERS: &str = include_str!("other_tiers.sh");
 
 /// The commands that run the scenarios and print what `report` parses: the kernel release, the
-/// tracer's first stats record (its `kernel` capabilities), each test binary's output.
-fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -> String {
+/// tracer's first stats record (its `kernel` capabilities and hook tiers), each test binary's
+/// output with the default tiers (`KM-TIER default`), then the same side's scenarios again with
+/// each other tier the tracer said this kernel offers forced (`KM-TIER dns kprobe`, ...). A forced
+/// tier the tracer cannot run fails its scenarios: nothing is skipped in silence. Without
+/// `forced_tiers`, the default tiers only.
+pub(super) fn scenario_script(
+    root: &Path,
+    tracer: &Path,
+    binaries: &[(String, PathBuf)],
+    forced_tiers: bool,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -26,31 +37,49 @@ fn scenario_script(root: &Path, tracer: &Path, binaries: &[(String, PathBuf)]) -
     let _ = writeln!(s, "echo \"KM-KERNEL $(uname -r)\"");
     let _ = writeln!(
         s,
-        "\"$TRACER_BIN\" trace --duration 2 --stats-interval 1 --format json 2>&1 | sed 's/^/KM-CAPS /'"
+        "rm -f /tmp/tracer-verifier-*.log; \"$TRACER_BIN\" trace --duration 2 --stats-interval 1 --format json > /tmp/km-caps 2>&1"
     );
+    let _ = writeln!(s, "sed 's/^/KM-CAPS /' /tmp/km-caps");
     // A program the kernel refused: the end of its verifier log, for whoever reads the VM's log.
     let _ = writeln!(
         s,
         "for f in /tmp/tracer-verifier-*.log; do [ -f \"$f\" ] && {{ echo \"KM-VERIFIER $f\"; tail -40 \"$f\"; }}; done"
     );
+    s.push_str(OTHER_TIERS);
     let _ = writeln!(s, "cd '{}'", root.join("tests").display());
+    let _ = writeln!(s, "echo 'KM-TIER default'");
+    run_binaries(&mut s, binaries, None, "");
+    for side in [Side::Tcp, Side::Dns].into_iter().filter(|_| forced_tiers) {
+        let var = format!("TRACER_{}_HOOKS", side.name().to_uppercase());
+        let _ = writeln!(s, "for tier in $(other_tiers {}); do", side.name());
+        let _ = writeln!(s, "echo \"KM-TIER {} $tier\"", side.name());
+        run_binaries(&mut s, binaries, Some(side), &format!("{var}=$tier "));
+        let _ = writeln!(s, "done");
+    }
+    let _ = writeln!(s, "echo KM-DONE");
+    s
+}
+
+/// Runs each binary's scenarios (of `side`, or all), with `env` before the command.
+fn run_binaries(s: &mut String, binaries: &[(String, PathBuf)], side: Option<Side>, env: &str) {
     for (name, exe) in binaries {
         let tests: Vec<&str> = SCENARIOS
             .iter()
-            .filter(|sc| sc.binary == name)
+            .filter(|sc| sc.binary == name && (side.is_none() || sc.side == side))
             .map(|sc| sc.test)
             .collect();
+        if tests.is_empty() {
+            continue;
+        }
         let _ = writeln!(s, "echo 'KM-RUN {name}'");
         let _ = writeln!(
             s,
-            "'{}' --test-threads=1 --color never --exact {} 2>&1",
+            "{env}'{}' --test-threads=1 --color never --exact {} 2>&1",
             exe.display(),
             tests.join(" ")
         );
         let _ = writeln!(s, "echo \"KM-EXIT {name} $?\"");
     }
-    let _ = writeln!(s, "echo KM-DONE");
-    s
 }
 
 pub fn run_on_host(
@@ -58,11 +87,12 @@ pub fn run_on_host(
     tracer: &Path,
     binaries: &[(String, PathBuf)],
     work: &Path,
+    forced_tiers: bool,
 ) -> anyhow::Result<report::Outcome> {
     let log = work.join("host.log");
     let status = Command::new("sh")
         .arg("-c")
-        .arg(scenario_script(root, tracer, binaries))
+        .arg(scenario_script(root, tracer, binaries, forced_tiers))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log)?)
         .stderr(Stdio::inherit())
@@ -79,7 +109,7 @@ pub fn run_on_host(
 /// Stage 2 of the guest: mounts a node has, then `body`, then power off. The root is the host's
 /// under a writable overlay, so nothing is mounted over a folder that may hold the work tree (a CI
 /// clone under /tmp); `/run` starts empty, as on a booted node.
-fn stage2(body: &str) -> String {
+pub(super) fn stage2(body: &str) -> String {
     let mounts = "\
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -108,44 +138,17 @@ fn accel_args() -> Vec<&'static str> {
     }
 }
 
-pub fn run_in_vm(
-    kernel: &Kernel,
-    root: &Path,
-    tracer: &Path,
-    binaries: &[(String, PathBuf)],
-    work: &Path,
-) -> anyhow::Result<report::Outcome> {
+/// The scenarios (`scenario_script`) in an x86-64 VM booting `kernel`.
+pub fn run_in_vm(kernel: &Kernel, body: &str, work: &Path) -> anyhow::Result<report::Outcome> {
     let log = work.join(format!("{}.log", kernel.release));
-    let booted = boot(
-        kernel,
-        &scenario_script(root, tracer, binaries),
-        work,
-        &log,
-        VM_TIMEOUT,
-    )?;
-    let mut outcome = report::parse(&booted.text, log);
-    if outcome.release.is_empty() {
-        outcome.release.clone_from(&kernel.release);
-    }
-    if booted.timed_out {
-        outcome.note = Some(format!(
-            "the VM did not power off within {} s",
-            VM_TIMEOUT.as_secs()
-        ));
-    }
-    Ok(outcome)
+    let booted = boot_x86(kernel, body, work, &log, VM_TIMEOUT)?;
+    Ok(booted.outcome(kernel, log))
 }
 
-/// What a VM wrote on its console, and whether it was stopped for taking too long.
-pub struct Booted {
-    pub text: String,
-    pub timed_out: bool,
-}
-
-/// Boots `kernel` with the host's root shared read-only, runs the shell script `body` in it once
-/// a node's mounts are up, and returns its console (also in `log`) when the VM has powered off,
-/// or is stopped after `timeout`.
-pub fn boot(
+/// Boots `kernel` in an x86-64 VM with the host's root shared read-only, runs the shell script
+/// `body` in it once a node's mounts are up, and returns its console (also in `log`) when the VM
+/// has powered off, or is stopped after `timeout`.
+pub fn boot_x86(
     kernel: &Kernel,
     body: &str,
     work: &Path,
@@ -153,47 +156,90 @@ pub fn boot(
     timeout: Duration,
 ) -> anyhow::Result<Booted> {
     let initrd = work.join(format!("initramfs-{}.cpio", kernel.release));
-    initramfs::build(kernel, GUEST_INIT, &stage2(body), &initrd)?;
-    let mut qemu = Command::new("qemu-system-x86_64")
-        .args(accel_args())
-        .args([
-            "-m",
-            "2048",
-            "-smp",
-            "2",
-            "-nographic",
-            "-no-reboot",
-            "-nodefaults",
-        ])
-        .args(["-serial", "stdio", "-monitor", "none"])
-        .arg("-kernel")
-        .arg(&kernel.vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
+    initramfs::build(
+        kernel,
+        Path::new(initramfs::BUSYBOX),
+        GUEST_INIT,
+        &stage2(body),
+        &initrd,
+    )?;
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(accel_args())
+        .args(["-m", "2048", "-smp", "2"])
         .args(["-append", "console=ttyS0 panic=-1 quiet"])
         // The host's root, read-only; the guest writes to a tmpfs overlay. No network device: the
         // guest's test traffic has nowhere to go but its own namespaces.
         .args([
             "-virtfs",
             "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-        ])
+        ]);
+    boot(
+        qemu,
+        "qemu-system-x86_64 (Debian package qemu-system-x86)",
+        &kernel.vmlinuz,
+        &initrd,
+        log,
+        timeout,
+    )
+}
+
+/// What a VM wrote on its console, and whether it was stopped for taking too long.
+pub struct Booted {
+    pub text: String,
+    pub timed_out: Option<Duration>,
+}
+
+impl Booted {
+    /// The scenarios' outcome, read from the console.
+    pub(super) fn outcome(self, kernel: &Kernel, log: PathBuf) -> report::Outcome {
+        let mut outcome = report::parse(&self.text, log);
+        if outcome.release.is_empty() {
+            outcome.release.clone_from(&kernel.release);
+        }
+        if let Some(timeout) = self.timed_out {
+            outcome.note = Some(format!(
+                "the VM did not power off within {} s",
+                timeout.as_secs()
+            ));
+        }
+        outcome
+    }
+}
+
+/// Boots `vmlinuz` with `initrd` in `qemu` (its machine, memory and shares already given), waits
+/// for it to power off (or stops it after `timeout`), and reads its serial console (kept in `log`).
+pub(super) fn boot(
+    mut qemu: Command,
+    what: &str,
+    vmlinuz: &Path,
+    initrd: &Path,
+    log: &Path,
+    timeout: Duration,
+) -> anyhow::Result<Booted> {
+    let mut qemu = qemu
+        .args(["-nographic", "-no-reboot", "-nodefaults"])
+        .args(["-serial", "stdio", "-monitor", "none"])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(log)?)
         .stderr(Stdio::inherit())
         .spawn()
-        .context("starting qemu-system-x86_64 (Debian package qemu-system-x86)")?;
+        .with_context(|| format!("starting {what}"))?;
     let deadline = Instant::now() + timeout;
-    let mut timed_out = false;
+    let mut timed_out = None;
     while qemu.try_wait()?.is_none() {
         if Instant::now() > deadline {
             let _ = qemu.kill();
             let _ = qemu.wait();
-            timed_out = true;
+            timed_out = Some(timeout);
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let _ = std::fs::remove_file(&initrd);
+    let _ = std::fs::remove_file(initrd);
     let text = String::from_utf8_lossy(&std::fs::read(log)?).replace('\r', "");
     Ok(Booted { text, timed_out })
 }
