@@ -107,6 +107,7 @@ fn setup_from_json(setup: &Value) -> anyhow::Result<Setup> {
         dns: tier(&setup["dns"])?,
         tcp: tier(&setup["tcp"])?,
         hooks_only: setup["hooks_only"].as_bool().unwrap_or(false),
+        unattached_set_state: false,
     })
 }
 
@@ -257,6 +258,7 @@ mod tests {
                 dns: Some(DnsTier::Kprobe),
                 tcp: None,
                 hooks_only: false,
+                unattached_set_state: false,
             },
             report: HookReport {
                 chosen: Tiers {

@@ -1,7 +1,8 @@
 //! What the tracer adds to the CPU cost of a connect, with the stats off: a pinned single-thread
 //! loopback connect/accept/close loop (`loopback`), rounds alternated between no tracer, the
 //! tracer as it chooses its hooks, and today's design (DNS `cgroup-skb` forced) as the reference,
-//! plus one arm with `kernel.bpf_stats_enabled` (what counting runs costs). A round's cost is the
+//! plus one arm with `kernel.bpf_stats_enabled` (what counting runs costs) and, where TCP is on the
+//! tracepoint tier, one with `inet_sock_set_state` left out (what it costs). A round's cost is the
 //! loop thread's CPU (softirq work in its context included), the loop CPU's `ksoftirqd` and the
 //! tracer process's CPU, per connect; each tracer arm's figure is the median of its differences
 //! with the no-tracer round of the same cycle.
@@ -15,7 +16,7 @@ use super::{
     report::Table,
     schedule::{self, Measured, Spread},
     testbed::Testbed,
-    tiers::{Offer, Setup},
+    tiers::{Offer, Setup, TcpTier},
 };
 
 /// The tracer's added CPU per connect, at most this share of today's design's.
@@ -61,22 +62,7 @@ pub fn run(
     let cpu = cpu_time::cpus() - 1;
     let _favoured = cpu_time::FavouredSession::raise();
     let lo = LoopbackLoop::start(&bed.client.path(), cpu)?;
-    let reference = offer.reference();
-    let arms = [
-        Arm::NoTracer,
-        Arm::Tracer {
-            setup: Setup::AUTO,
-            stats: false,
-        },
-        Arm::Tracer {
-            setup: reference,
-            stats: false,
-        },
-        Arm::Tracer {
-            setup: Setup::AUTO,
-            stats: true,
-        },
-    ];
+    let arms = arms(offer);
     // Warm the listener's and the stack's caches before the first measured round.
     lo.run(cfg.connects / 4 + 1)?;
     let mut costs: Vec<(usize, usize, Cost)> = Vec::new();
@@ -93,7 +79,7 @@ pub fn run(
                     None
                 };
                 let output = dir.join(format!("paired-{cycle}-{arm_index}.jsonl"));
-                let running = peers::start_tracer_with(tracer, &setup.args(), output)?;
+                let running = peers::start_tracer_setup(tracer, setup, output)?;
                 (guard, Some(running))
             }
         };
@@ -160,6 +146,34 @@ pub fn run(
         ),
     }
     Ok(())
+}
+
+/// No tracer, the tracer's own choice, today's design, the own choice with the stats on, and
+/// where TCP is on the tracepoint tier the own choice without `inet_sock_set_state`.
+fn arms(offer: &Offer) -> Vec<Arm> {
+    let reference = offer.reference();
+    let mut arms = vec![
+        Arm::NoTracer,
+        Arm::Tracer {
+            setup: Setup::AUTO,
+            stats: false,
+        },
+        Arm::Tracer {
+            setup: reference,
+            stats: false,
+        },
+        Arm::Tracer {
+            setup: Setup::AUTO,
+            stats: true,
+        },
+    ];
+    if without_set_state(offer) {
+        arms.push(Arm::Tracer {
+            setup: Setup::AUTO_WITHOUT_SET_STATE,
+            stats: false,
+        });
+    }
+    arms
 }
 
 fn arm_label(arm: Arm, offer: &Offer) -> String {
@@ -289,4 +303,32 @@ fn rows(
             ),
         );
     }
+    set_state_row(arms, &total, own.median, table);
+}
+
+/// What `inet_sock_set_state` costs: the tracer with it minus the tracer without it, per cycle.
+fn set_state_row(arms: &[Arm], total: &[Measured], own: f64, table: &mut Table) {
+    let without = arms
+        .iter()
+        .position(|a| matches!(a, Arm::Tracer { setup, .. } if setup.unattached_set_state));
+    if let Some(i) = without {
+        // The tracer with it minus the tracer without it, in the same cycle.
+        let s = Spread::robust(&schedule::differences(total, 1, i));
+        table.info(
+            "inet_sock_set_state's own cost: added CPU per connect, the tracer with it minus without",
+            format!(
+                "{:+.0} ns {} (paired, {:.0}% of the tracer's {:+.0}): the most deciding \
+                 \"answered\" lazily could save on a kernel without fentry and kprobes",
+                s.median,
+                s.error_text(1.0, 0),
+                s.median * 100.0 / own,
+                own
+            ),
+        );
+    }
+}
+
+/// Whether the run measures the tracer without `inet_sock_set_state`: where it is the TCP tier.
+pub fn without_set_state(offer: &Offer) -> bool {
+    offer.flags && offer.report.chosen.tcp == TcpTier::Tracepoint
 }

@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use super::{interrupted, testbed::Testbed};
+use super::{interrupted, testbed::Testbed, tiers::Setup};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
@@ -227,6 +227,16 @@ pub fn start_tracer_with(
     cmd.args(["trace", "--format", "json", "--output"])
         .arg(&output)
         .args(args);
+    start_tracer(cmd, output)
+}
+
+/// Starts `tracer trace` as `setup` says, writing JSON lines to `output`; returns once attached.
+pub fn start_tracer_setup(tracer: &Path, setup: Setup, output: PathBuf) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(tracer);
+    cmd.args(["trace", "--format", "json", "--output"])
+        .arg(&output)
+        .args(setup.args())
+        .envs(setup.envs());
     start_tracer(cmd, output)
 }
 

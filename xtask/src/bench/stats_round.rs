@@ -174,7 +174,7 @@ pub fn stats_round(
 ) -> anyhow::Result<StatsRound> {
     let stats = BpfStats::enable()?;
     let output = dir.join(format!("stats-{tag}.jsonl"));
-    let mut running = peers::start_tracer_with(tracer, &setup.args(), output.clone())?;
+    let mut running = peers::start_tracer_setup(tracer, setup, output.clone())?;
     let reader = ProgReader::new(running.pid());
     let idle_start = reader.read();
     let idle_started = Instant::now();

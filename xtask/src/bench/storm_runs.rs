@@ -79,6 +79,13 @@ pub fn measure(
             working,
         });
     }
+    if super::paired_cpu::without_set_state(&offer) {
+        let setup = Setup::AUTO_WITHOUT_SET_STATE;
+        runs.push(SetupRuns {
+            empty: Some(round("unattached-empty", setup.empty())?),
+            working: round("unattached-working", setup)?,
+        });
+    }
     Ok((offer, runs))
 }
 
@@ -172,7 +179,9 @@ pub fn rows(
             );
         }
         let figure = format!("DNS program runs per TCP connect, {kernel}, {label}");
-        if w.tiers().dns == DnsTier::CgroupSkb {
+        if w.setup.unattached_set_state {
+            // Its DNS side is the tracer's own choice's, checked in that setup's row.
+        } else if w.tiers().dns == DnsTier::CgroupSkb {
             table.info(
                 figure,
                 format!("{dns:.2} (per packet: every packet of the connect)"),
@@ -187,6 +196,43 @@ pub fn rows(
             body_rows(&label, empty, w, table);
         }
     }
+    set_state_rows(runs, table);
+}
+
+/// What `inet_sock_set_state` adds, from the tracer's own choice and the same without it: runs
+/// and body time per connect.
+fn set_state_rows(runs: &[SetupRuns], table: &mut Table) {
+    let find = |without: bool| {
+        runs.iter().find(|r| {
+            r.working.setup
+                == Setup {
+                    unattached_set_state: without,
+                    ..Setup::AUTO
+                }
+        })
+    };
+    let (Some(with), Some(without)) = (find(false), find(true)) else {
+        return;
+    };
+    let body = |r: &SetupRuns| {
+        r.empty.as_ref().map_or(f64::NAN, |e| {
+            let c = program_time(e, &r.working);
+            (c.total - c.floor) / r.working.units.max(1) as f64
+        })
+    };
+    let all = |_: &ProgRuns| true;
+    table.info(
+        "inet_sock_set_state's own share: runs and body ns per connect, with it minus without",
+        format!(
+            "{:+.1} runs ({:.1} with, {:.1} without), {:+.0} body ns ({:.0} with, {:.0} without)",
+            with.working.runs_per_unit(all) - without.working.runs_per_unit(all),
+            with.working.runs_per_unit(all),
+            without.working.runs_per_unit(all),
+            body(with) - body(without),
+            body(with),
+            body(without)
+        ),
+    );
 }
 
 /// Why DNS programs ran during a storm that makes no DNS query: which ran, and the storm's share of

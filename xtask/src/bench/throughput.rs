@@ -69,7 +69,7 @@ pub fn run(
                 None
             } else {
                 let output = dir.join(format!("traffic-{cycle}-{arm}.jsonl"));
-                let r = peers::start_tracer_with(tracer, &setups[arm - 1].args(), output)?;
+                let r = peers::start_tracer_setup(tracer, setups[arm - 1], output)?;
                 std::thread::sleep(SETTLE);
                 Some(r)
             };

@@ -192,19 +192,32 @@ fn side<T: FromStr<Err = String>>(hooks: &Value, name: &str) -> anyhow::Result<(
 }
 
 /// How a round runs the tracer: each side at the tracer's own choice or forced, and whether its
-/// programs return at once (`--hooks-only`: the cost of being attached, with no work).
+/// programs return at once (`--hooks-only`: the cost of being attached, with no work), and
+/// whether the TCP tracepoint tier's `inet_sock_set_state` is left unattached (what that one
+/// program costs: the question of deciding "answered" lazily on a kernel without fentry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Setup {
     pub dns: Option<DnsTier>,
     pub tcp: Option<TcpTier>,
     pub hooks_only: bool,
+    pub unattached_set_state: bool,
 }
+
+/// The tracer's benchmark-only switch (read by its loader) that leaves `inet_sock_set_state` out.
+pub const UNATTACHED_SET_STATE_ENV: &str = "TRACER_BENCH_UNATTACHED_SET_STATE";
 
 impl Setup {
     pub const AUTO: Setup = Setup {
         dns: None,
         tcp: None,
         hooks_only: false,
+        unattached_set_state: false,
+    };
+
+    /// The tracer's own choice with `inet_sock_set_state` left unattached.
+    pub const AUTO_WITHOUT_SET_STATE: Setup = Setup {
+        unattached_set_state: true,
+        ..Setup::AUTO
     };
 
     pub fn empty(self) -> Setup {
@@ -229,6 +242,15 @@ impl Setup {
         args
     }
 
+    /// The tracer's environment for this setup.
+    pub fn envs(self) -> Vec<(&'static str, &'static str)> {
+        if self.unattached_set_state {
+            vec![(UNATTACHED_SET_STATE_ENV, "1")]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The tiers this setup gets, given what the tracer chooses by itself.
     pub fn tiers(self, auto: Tiers) -> Tiers {
         Tiers {
@@ -246,16 +268,18 @@ impl Setup {
         if let Some(t) = self.tcp {
             forced.push(format!("TCP {}", t.name()));
         }
-        let base = if forced.is_empty() {
+        let mut label = if forced.is_empty() {
             format!("auto ({auto})")
         } else {
             format!("{} forced", forced.join(", "))
         };
-        if self.hooks_only {
-            format!("{base}, empty")
-        } else {
-            base
+        if self.unattached_set_state {
+            label.push_str(", inet_sock_set_state unattached");
         }
+        if self.hooks_only {
+            label.push_str(", empty");
+        }
+        label
     }
 }
 
