@@ -21,7 +21,8 @@
 //! - `paired_cpu`: the tracer's added CPU per connect with the stats off, against today's design;
 //! - `throughput`: the per-packet tax on bulk TCP and a UDP flood;
 //! - `vm_runs` (with `guest` inside the VM): run counts on a kernel with fentry;
-//! - here: the userspace pipeline, the cluster model, `--metrics`, detection latency, the flood.
+//! - `userspace`: the pipeline, the cluster model, `--metrics`; `latency`: detection latency;
+//!   `flood`: memory under a SYN flood.
 //!
 //! Rounds are interleaved and each is compared with the no-tracer round of its own cycle, so slow
 //! drifts of a shared machine cancel out. Every storm round starts with an empty conntrack table.
@@ -33,8 +34,10 @@
 )]
 
 mod cpu_time;
+mod flood;
 mod guest;
 mod kstats;
+mod latency;
 mod load;
 mod loopback;
 mod paired_cpu;
@@ -50,13 +53,11 @@ mod throughput;
 mod tiers;
 mod tracefs;
 mod traffic;
+mod userspace;
 mod vm_runs;
 
 use std::{
-    collections::BTreeMap,
-    io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
@@ -67,7 +68,7 @@ pub use guest::{GuestArgs, run as guest_run};
 use load::LoadConfig;
 pub use load::flood_worker;
 use peers::Peer;
-use report::{Table, median};
+use report::Table;
 pub use sections::Section;
 use sections::Sections;
 
@@ -231,7 +232,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut table = Table::default();
 
     if sections.has(Section::Userspace) {
-        userspace(&tracer, args, &mut table)?;
+        userspace::run(&tracer, args, &mut table)?;
     }
     let bed = if sections.need_bed() {
         Some(warmed_bed(args.drop_percent, load_cfg)?)
@@ -306,22 +307,6 @@ fn tracer_binary(args: &BenchArgs) -> anyhow::Result<PathBuf> {
         bail!("no tracer binary at {}", tracer.display());
     }
     Ok(tracer)
-}
-
-/// The userspace figures: the pipeline, the cluster model, serving `--metrics`.
-fn userspace(tracer: &Path, args: &BenchArgs, table: &mut Table) -> anyhow::Result<()> {
-    eprintln!(
-        "bench: userspace pipeline, {} synthetic records on one core",
-        args.pipeline_events
-    );
-    pipeline(tracer, args.pipeline_events, table)?;
-    check_interrupted()?;
-    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
-    cluster_model(tracer, table)?;
-    check_interrupted()?;
-    eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
-    metrics_scrape(tracer, table)?;
-    check_interrupted()
 }
 
 /// The connect test bed, with one second of load through it to check it works.
@@ -436,11 +421,11 @@ impl BedRun<'_> {
             check_interrupted()?;
         }
         if self.sections.has(Section::Latency) {
-            latency(tracer, bed, args.latency_connects.clamp(1, 50), table)?;
+            latency::run(tracer, bed, args.latency_connects.clamp(1, 50), table)?;
             check_interrupted()?;
         }
         if self.sections.has(Section::Flood) {
-            flood(
+            flood::run(
                 tracer,
                 bed,
                 dir,
@@ -478,294 +463,4 @@ fn print_report(
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
     }
-}
-
-/// Load time and memory of the cluster model for 70k pods: from a snapshot file (`--cluster-state`)
-/// and object by object (as the live watch builds it), each in a process of its own.
-fn cluster_model(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
-    const TARGET_MIB: f64 = 200.0;
-    let file = std::env::temp_dir().join(format!("bhb-bench-snapshot-{}.json", std::process::id()));
-    let run = |args: &[&str]| -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(tracer)
-            .arg("bench-cluster-model")
-            .args(args)
-            .stderr(Stdio::inherit())
-            .output()
-            .context("running tracer bench-cluster-model")?;
-        if !out.status.success() {
-            bail!("tracer bench-cluster-model failed: {}", out.status);
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
-    };
-    let path = file.to_string_lossy().into_owned();
-    let written = run(&["--write", &path, "--pods", "70000"])?;
-    let mib = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap_or(0.0) / 1024.0;
-    let file_mib = written["file_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
-    for (how, flag) in [
-        ("snapshot file", "--load"),
-        ("object by object (watch)", "--load-items"),
-    ] {
-        let v = run(&[flag, &path])?;
-        let rss = mib(&v, "rss_kib");
-        table.check(
-            format!("cluster model, 70k pods, {how}: resident after loading, MiB"),
-            format!("{rss:.0}"),
-            "< 200",
-            rss < TARGET_MIB,
-        );
-        table.info(
-            format!("cluster model, 70k pods, {how}: load s, peak MiB (file {file_mib:.0} MiB)"),
-            format!(
-                "{:.2} s, {:.0}",
-                v["load_s"].as_f64().unwrap_or(0.0),
-                mib(&v, "peak_rss_kib")
-            ),
-        );
-    }
-    let _ = std::fs::remove_file(&file);
-    Ok(())
-}
-
-/// The time to serve one scrape of a `--metrics` endpoint at the label-set cap (2000 series in
-/// `tracer_connects_total`), over loopback HTTP; not a target, a figure beside the others.
-fn metrics_scrape(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
-    let out = Command::new(tracer)
-        .args(["bench-metrics", "--series", "2000", "--scrapes", "50"])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running tracer bench-metrics")?;
-    if !out.status.success() {
-        bail!("tracer bench-metrics failed: {}", out.status);
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("parsing tracer bench-metrics output")?;
-    let number = |key: &str| v[key].as_f64().unwrap_or(f64::NAN);
-    table.info(
-        "--metrics: serving a scrape of 2000 series, ms (median, slowest of 50)",
-        format!(
-            "{:.1}, {:.1} ({:.0} KiB)",
-            number("median_ms"),
-            number("max_ms"),
-            number("body_bytes") / 1024.0
-        ),
-    );
-    Ok(())
-}
-
-fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()> {
-    let out = Command::new(tracer)
-        .args(["bench-pipeline", "--events", &events.max(1000).to_string()])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running tracer bench-pipeline")?;
-    if !out.status.success() {
-        bail!("tracer bench-pipeline failed: {}", out.status);
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("parsing tracer bench-pipeline output")?;
-    let rate = |key: &str| {
-        v.get(key)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let (classify, json) = (rate("classify_events_per_sec"), rate("json_events_per_sec"));
-    table.check(
-        "userspace decode -> flows -> verdict, events/s on one core",
-        format!("{:.2}M", classify / 1e6),
-        ">= 1M",
-        classify >= 1e6,
-    );
-    table.check(
-        "userspace full path to JSON lines (enrich + serialize), events/s on one core",
-        format!("{:.2}M", json / 1e6),
-        ">= 1M",
-        json >= 1e6,
-    );
-    if classify < 1e6 {
-        table.notes.push(format!(
-            "pipeline: decode -> flows -> verdict at {classify:.0} events/s"
-        ));
-    }
-    if json < 1e6 {
-        table.notes.push(format!(
-            "full path {json:.0} events/s: each event becomes a ~600-byte JSON line; on a shared \
-             machine rerun `tracer bench-pipeline` a few times (it varies by a third), and see \
-             docs/performance.md for where a profile puts the time"
-        ));
-    }
-    Ok(())
-}
-
-/// Time from a black-holed `connect()` to the tracer's first `unanswered` record for it.
-fn latency(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    count: usize,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: detection latency, {count} black-holed connects");
-    let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json"])
-        .stdout(Stdio::piped());
-    let mut running = peers::start_tracer(cmd, PathBuf::from("(stdout)"))?;
-    let stdout = running.take_stdout().context("tracer stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let client = testbed::CLIENT_IP.to_string();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let at = Instant::now();
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            let s = |k: &str| {
-                v.get(k)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let port = s("src")
-                .strip_prefix(&format!("{client}:"))
-                .and_then(|p| p.parse::<u16>().ok());
-            if let Some(port) = port
-                && s("kind") == "connect"
-                && s("verdict") == "unanswered"
-            {
-                let syn_ms = v
-                    .get("syn_sent_ms")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                if tx.send((port, at, syn_ms)).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-
-    let ns = bed.client.path();
-    let target = std::net::SocketAddrV4::new(testbed::DROPPING_BACKEND, 8080);
-    let pending = std::thread::spawn(move || -> anyhow::Result<Vec<load::PendingConnect>> {
-        testbed::enter(&ns)?;
-        let mut v = Vec::new();
-        for _ in 0..count {
-            v.push(load::black_holed_connect(target)?);
-            std::thread::sleep(Duration::from_millis(97));
-        }
-        Ok(v)
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("latency connect thread panicked"))??;
-
-    let mut first: BTreeMap<u16, (Instant, u64)> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(4);
-    while first.len() < pending.len() && Instant::now() < deadline && !interrupted() {
-        if let Ok((port, at, syn_ms)) = rx.recv_timeout(Duration::from_millis(100)) {
-            first.entry(port).or_insert((at, syn_ms));
-        }
-    }
-    pending_close(pending, &first, table);
-    running.stop()?;
-    Ok(())
-}
-
-fn pending_close(
-    pending: Vec<load::PendingConnect>,
-    first: &BTreeMap<u16, (Instant, u64)>,
-    table: &mut Table,
-) {
-    let mut beyond_floor = Vec::new();
-    let mut beyond_retransmit = Vec::new();
-    for p in &pending {
-        if let Some((at, syn_ms)) = first.get(&p.local_port) {
-            let ms = at.duration_since(p.started).as_secs_f64() * 1000.0;
-            beyond_floor.push(ms - 1000.0);
-            beyond_retransmit.push(ms - *syn_ms as f64);
-        }
-    }
-    let missing = pending.len() - beyond_floor.len();
-    drop(pending);
-    let m = median(&beyond_floor);
-    table.check(
-        format!(
-            "first `unanswered` after connect(), minus 1 s (median of {})",
-            beyond_floor.len()
-        ),
-        format!("{m:.1} ms"),
-        "<= 100 ms",
-        m <= 100.0 && missing == 0,
-    );
-    table.info(
-        "  of which after the actual first retransmit (median)",
-        format!("{:.1} ms", median(&beyond_retransmit)),
-    );
-    if missing > 0 {
-        table.notes.push(format!(
-            "latency: {missing} black-holed connects got no `unanswered` record within 4 s"
-        ));
-    }
-}
-
-/// RSS and map memory of the tracer after a flood of distinct unanswered SYNs.
-fn flood(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    total: u64,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: memory, flood of {total} distinct unanswered SYNs");
-    let output = dir.join("flood-tracer.jsonl");
-    let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json", "--output"])
-        .arg(&output);
-    let mut running = peers::start_tracer(cmd, output.clone())?;
-    let pid = running.pid();
-    let flood = load::Flood::start(&bed.client.path(), total)?;
-    // Past the first SYN retransmit (1 s): every followed attempt is an open flow in the tracer.
-    std::thread::sleep(Duration::from_millis(1600));
-    let memlock_open = kstats::map_memlock(pid);
-    let (opened, failed) = (flood.opened, flood.failed);
-    drop(flood);
-    std::thread::sleep(Duration::from_millis(1500));
-    let rss = kstats::vm_hwm(pid).unwrap_or(0);
-    let memlock = kstats::map_memlock(pid).max(memlock_open);
-    running.stop()?;
-    let out = report::read_tracer_output(&output, &bed.client.name, "")?;
-    let _ = std::fs::remove_file(&output);
-
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    table.info(
-        "flood: unanswered SYNs held open",
-        format!("{opened} ({failed} failed to start)"),
-    );
-    table.check(
-        "flood: tracer peak RSS (VmHWM)",
-        format!("{:.1} MiB", mib(rss)),
-        "<= 64 MiB",
-        rss <= 64 << 20,
-    );
-    table.info(
-        "flood: kernel map memory (memlock)",
-        format!("{:.1} MiB", mib(memlock)),
-    );
-    // Each attempt that found the table full is counted once: a few more only if other connects
-    // on the machine took slots meanwhile.
-    let expected_full = opened.saturating_sub(65_536);
-    let slack = 100 + opened / 100;
-    table.check(
-        "flood: attempts not followed (attempts_map_full)",
-        out.attempts_map_full.to_string(),
-        format!("{expected_full}..{}, counted once", expected_full + slack),
-        (expected_full..=expected_full + slack).contains(&out.attempts_map_full),
-    );
-    table.info(
-        "flood: events lost to a full ring buffer (counted)",
-        out.ring_buffer_full.to_string(),
-    );
-    if out.ring_buffer_full > 0 {
-        table.notes.push(format!(
-            "flood: {} events found the 4 MiB ring buffer full (counted and shown by the tracer, not silent); a larger ring buffer or batching the first retransmits of many sockets would close it",
-            out.ring_buffer_full
-        ));
-    }
-    Ok(())
 }

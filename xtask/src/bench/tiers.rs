@@ -401,6 +401,22 @@ mod tests {
     }
 
     #[test]
+    fn without_set_state_is_the_own_choice_with_the_loaders_switch() {
+        let setup = Setup::AUTO_WITHOUT_SET_STATE;
+        assert!(setup.args().is_empty());
+        assert_eq!(setup.envs(), [(UNATTACHED_SET_STATE_ENV, "1")]);
+        assert!(Setup::AUTO.envs().is_empty());
+        let auto = Tiers {
+            dns: DnsTier::Tracepoint,
+            tcp: TcpTier::Tracepoint,
+        };
+        assert_eq!(
+            setup.empty().label(auto),
+            "auto (DNS tracepoint, TCP tracepoint), inet_sock_set_state unattached, empty"
+        );
+    }
+
+    #[test]
     fn an_unknown_tier_is_an_error_not_a_guess() {
         let kernel = serde_json::json!({"hooks": {
             "dns": {"tier": "xdp", "available": ["xdp"]},
