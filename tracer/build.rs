@@ -46,10 +46,12 @@ fn git_commit(manifest_dir: &str) {
         },
     );
     println!("cargo:rustc-env=TRACER_GIT_COMMIT={commit}");
-    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
-        println!("cargo:rerun-if-changed={manifest_dir}/{head}");
-    }
-    if let Some(index) = git(&["rev-parse", "--git-path", "index"]) {
-        println!("cargo:rerun-if-changed={manifest_dir}/{index}");
+    // `--git-path` is relative to the directory in a plain clone, absolute in a worktree; a path
+    // that does not exist would make cargo rebuild the crate every time.
+    for file in ["HEAD", "index"] {
+        if let Some(path) = git(&["rev-parse", "--git-path", file]) {
+            let path = std::path::Path::new(manifest_dir).join(path);
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
 }

@@ -67,10 +67,13 @@ enum Command {
     Clippy,
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
     /// completeness, pipeline throughput, memory under a SYN flood, detection latency (root).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Internal to `bench`: holds a share of the SYN flood (one process per 19k sockets).
     #[command(hide = true)]
     BenchFloodWorker { ns: String, port: u16, count: u64 },
+    /// Internal to `bench`: the run counts inside the VM booting another kernel.
+    #[command(hide = true)]
+    BenchGuest(bench::GuestArgs),
     /// Internal to `dist`: the linker of a static-pie where rustc links a fixed-address executable.
     #[command(hide = true)]
     LinkStaticPie {
@@ -95,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         Command::Clippy => clippy::all(),
         Command::Bench(args) => bench::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
+        Command::BenchGuest(args) => bench::guest_run(&args),
         Command::LinkStaticPie { linker, args } => static_pie::link(&linker, &args),
     }
 }

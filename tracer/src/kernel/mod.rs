@@ -306,10 +306,23 @@ fn attach_tcp_tier(ebpf: &mut Ebpf, btf: &Btf, tier: HookTier) -> Result<(), Str
             attach_kprobe(ebpf, "kprobe_tcp_connect", "tcp_connect")?;
             attach_kprobe(ebpf, "kprobe_tcp_init_transfer", "tcp_init_transfer")
         }
-        HookTier::Tracepoint => attach_tp_btf(ebpf, btf, "inet_sock_set_state", "inet_sock_set_state"),
+        HookTier::Tracepoint if std::env::var_os(BENCH_UNATTACHED_SET_STATE).is_some() => {
+            eprintln!(
+                "tracer: {BENCH_UNATTACHED_SET_STATE} is set: inet_sock_set_state is left out, so \
+                 connects are not followed (benchmark only)"
+            );
+            Ok(())
+        }
+        HookTier::Tracepoint => {
+            attach_tp_btf(ebpf, btf, "inet_sock_set_state", "inet_sock_set_state")
+        }
         HookTier::CgroupSkb => Err("not a TCP tier".into()),
     }
 }
+
+/// Benchmark only (`cargo xtask bench`, docs/performance.md): set, the TCP tracepoint tier leaves
+/// `inet_sock_set_state` unattached, so the benchmark can measure what that one program costs.
+const BENCH_UNATTACHED_SET_STATE: &str = "TRACER_BENCH_UNATTACHED_SET_STATE";
 
 /// Loads and attaches fentry program `name` to kernel function `function`.
 pub(crate) fn attach_fentry(

@@ -73,8 +73,38 @@ fn field(fdinfo: &str, name: &str) -> Option<u64> {
     })
 }
 
-/// Run statistics of every program `pid` holds, one entry per program id.
-pub fn prog_stats(pid: u32) -> Vec<ProgStat> {
+/// Reads the run statistics of one process's programs again and again: their names are looked up
+/// once (bpftool), the counters each time (fdinfo).
+pub struct ProgReader {
+    pid: u32,
+    names: BTreeMap<u64, String>,
+}
+
+impl ProgReader {
+    pub fn new(pid: u32) -> ProgReader {
+        let names = counters(pid)
+            .into_keys()
+            .map(|id| (id, prog_name(id).unwrap_or_else(|| format!("prog_id {id}"))))
+            .collect();
+        ProgReader { pid, names }
+    }
+
+    /// The counters now, one entry per program id, named.
+    pub fn read(&self) -> Vec<ProgStat> {
+        counters(self.pid)
+            .into_values()
+            .map(|mut s| {
+                s.name = self.names.get(&s.id).cloned().unwrap_or_else(|| {
+                    prog_name(s.id).unwrap_or_else(|| format!("prog_id {}", s.id))
+                });
+                s
+            })
+            .collect()
+    }
+}
+
+/// The unnamed counters of every program `pid` holds, by program id.
+fn counters(pid: u32) -> BTreeMap<u64, ProgStat> {
     let mut by_id = BTreeMap::new();
     for info in fds_of_kind(pid, "anon_inode:bpf-prog") {
         let Some(id) = field(&info, "prog_id") else {
@@ -88,11 +118,7 @@ pub fn prog_stats(pid: u32) -> Vec<ProgStat> {
             recursion_misses: field(&info, "recursion_misses").unwrap_or(0),
         });
     }
-    let mut stats: Vec<ProgStat> = by_id.into_values().collect();
-    for s in &mut stats {
-        s.name = prog_name(s.id).unwrap_or_else(|| format!("prog_id {}", s.id));
-    }
-    stats
+    by_id
 }
 
 /// A program's name from bpftool, if installed.

@@ -1,17 +1,33 @@
 //! `cargo xtask bench`: what the tracer costs, measured side by side in one run on its own test bed.
 //!
+//! Beds and loads:
 //! - `testbed`: client, node (nftables DNAT of a Service VIP) and backend namespaces, one backend
-//!   dropping SYNs.
-//! - `load`: connect load generator, SYN flood workers, timed black-holed connects.
+//!   dropping SYNs; and a pair of namespaces for bulk traffic.
+//! - `load`: connect load generator (the storm), SYN flood workers, timed black-holed connects.
+//! - `loopback`: a pinned single-thread loopback connect/accept/close loop.
+//! - `traffic`: a bulk TCP transfer and a small-datagram UDP flood between the pair.
+//!
+//! What runs beside them and how it is read:
 //! - `peers`: the tracer, `conntrack -E` and a bpftrace printer as child processes.
-//! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
+//! - `tiers`: which hooks a tracer round uses (the tracer's own choice or a forced tier).
+//! - `kstats`: BPF run-time stats, map memory, RSS of the tracer; `cpu_time`: CPU-time clocks.
+//! - `stats_round`: one tracer round with the run counts on.
+//! - `schedule`: the order of alternated rounds and their paired figures.
 //! - `report`: the tracer's JSON output, medians, the final table.
 //! - `recordings`: peak RSS of `tracer summary` and `tracer replay` of a recording larger than the
 //!   memory they may use (no root, no test bed: `--only recordings` runs it alone).
 //!
-//! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
-//! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts
-//! of a shared machine cancel out. Every round starts with an empty conntrack table.
+//! The sections, each a module that adds its rows to the table:
+//! - `storm_runs`: program runs per connect of the storm per tier, and the programs' body time;
+//! - `storm`: the storm's connect-rate loss per peer, completeness, the machine's CPU when paced;
+//! - `paired_cpu`: the tracer's added CPU per connect with the stats off, against today's design;
+//! - `throughput`: the per-packet tax on bulk TCP and a UDP flood;
+//! - `vm_runs` (with `guest` inside the VM): run counts on a kernel with fentry;
+//! - `userspace`: the pipeline, the cluster model, `--metrics`; `latency`: detection latency;
+//!   `flood`: memory under a SYN flood.
+//!
+//! Rounds are interleaved and each is compared with the no-tracer round of its own cycle, so slow
+//! drifts of a shared machine cancel out. Every storm round starts with an empty conntrack table.
 //! Every loop is bounded in count and time; Ctrl-C ends the current step and everything is cleaned up.
 // Counts here stay far below 2^52; they become rates and ratios.
 #![allow(
@@ -19,29 +35,45 @@
     reason = "counts far below 2^52 turned into rates"
 )]
 
+mod cpu_time;
+mod flood;
+mod guest;
 mod kstats;
+mod latency;
 mod load;
+mod loopback;
+mod paired_cpu;
 mod peers;
 mod recordings;
 mod report;
+mod schedule;
+mod sections;
+mod stats_round;
+mod storm;
+mod storm_runs;
 mod testbed;
+mod throughput;
+mod tiers;
 mod tracefs;
+mod traffic;
+mod userspace;
+mod vm_runs;
 
 use std::{
-    collections::BTreeMap,
-    io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
 
+pub use guest::{GuestArgs, run as guest_run};
+use load::LoadConfig;
 pub use load::flood_worker;
-use load::{LoadConfig, LoadResult};
 use peers::Peer;
-use report::{Table, median, median_uncertainty};
+use report::Table;
+pub use sections::Section;
+use sections::Sections;
 
 use crate::{
     run::workspace_root,
@@ -81,8 +113,7 @@ pub struct BenchArgs {
     /// Synthetic records for the userspace pipeline measurement.
     #[arg(long, default_value_t = 2_000_000)]
     pub pipeline_events: u64,
-    /// Keep the peers' output files (in /tmp/bhb-bench-PID) and the recordings `summary` and
-    /// `replay` read.
+    /// Keep the peers' output files (in /tmp/bhb-bench-PID).
     #[arg(long)]
     pub keep: bool,
     /// Peers to run beside "none" in the connect rounds (all by default): tracer, hooks (the
@@ -97,25 +128,36 @@ pub struct BenchArgs {
     /// Connects/s of the paced round that checks completeness (every failure reported, none dropped).
     #[arg(long, default_value_t = 10_000.0)]
     pub completeness_rate: f64,
-    /// Only the connect rounds and the completeness round (skip pipeline, latency and flood).
+    /// Only these sections (repeatable or comma-separated; all by default).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub only: Vec<Section>,
+    /// Not these sections (e.g. `--skip vm` on a machine without qemu: its target is then a MISS).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub skip: Vec<Section>,
+    /// Only the run counts and the storm (`--only runs,storm`).
     #[arg(long)]
     pub connect_only: bool,
     /// Size of the large recording `summary` and `replay` read, MiB.
     #[arg(long, default_value_t = recordings::LARGE_MIB)]
     pub recording_mib: u64,
-    /// Only this part: `recordings` (`summary` and `replay` of a large recording; needs no root).
-    #[arg(long, value_enum)]
-    pub only: Option<Only>,
+    /// Measure this tracer binary (e.g. target/dist/tracer-VERSION-ARCH) instead of building
+    /// target/release/tracer.
+    #[arg(long, value_name = "FILE")]
+    pub tracer_bin: Option<PathBuf>,
+    /// Cycles of the paired loopback rounds (each: no tracer, the tracer, today's design, the tracer
+    /// with the stats on); at least 10 (default 20; 10 with --quick).
+    #[arg(long)]
+    pub loopback_cycles: Option<usize>,
+    /// Connects per loopback round (default 20000; 10000 with --quick).
+    #[arg(long)]
+    pub loopback_connects: Option<u64>,
+    /// Cycles of the alternated traffic rounds (default 8; 3 with --quick).
+    #[arg(long)]
+    pub traffic_cycles: Option<usize>,
+    /// Seconds of traffic per round (default 2; 1 with --quick).
+    #[arg(long)]
+    pub traffic_secs: Option<f64>,
 }
-
-/// The parts of the benchmark that run alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Only {
-    Recordings,
-}
-
-/// The kernel programs' time per connect of the storm, every program attached.
-const PROGRAM_NS_PER_CONNECT_TARGET: f64 = 1500.0;
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
     Peer::ALL
@@ -159,7 +201,7 @@ impl Drop for WorkDir {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.only == Some(Only::Recordings) {
+    if args.only == [Section::Recordings] {
         return recordings_alone(args);
     }
     // SAFETY: geteuid has no preconditions.
@@ -167,13 +209,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("cargo xtask bench needs root (network namespaces, eBPF)");
     }
     setup::all()?;
-    run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
-    let tracer = workspace_root()?.join("target/release/tracer");
+    let tracer = tracer_binary(args)?;
     // SAFETY: installing an async-signal-safe handler (one atomic store).
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    let sections = if args.connect_only {
+        Sections::chosen(&[Section::Runs, Section::Storm], &args.skip)
+    } else {
+        Sections::chosen(&args.only, &args.skip)
+    };
     let (rounds, round_secs) = if args.quick { (3, 3.0) } else { (8, 5.0) };
     let rounds = args.rounds.unwrap_or(rounds).max(1);
     let round = Duration::from_secs_f64(args.round_secs.unwrap_or(round_secs).clamp(0.5, 120.0));
@@ -192,11 +238,104 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&work.path)?;
     testbed::remove_stale();
-    let bed = testbed::Testbed::new(args.drop_percent)?;
     let mut table = Table::default();
 
-    userspace(&tracer, args, &mut table)?;
+    if sections.has(Section::Userspace) {
+        userspace::run(&tracer, args, &mut table)?;
+    }
+    if sections.has(Section::Recordings) {
+        eprintln!("bench: summary and replay of a large recording");
+        recordings::run(&tracer, args.recording_mib.max(1), args.keep, &mut table)?;
+        check_interrupted()?;
+    }
+    let bed = if sections.need_bed() {
+        Some(warmed_bed(args.drop_percent, load_cfg)?)
+    } else {
+        None
+    };
+    let (offer, kernel_cost) = hooks(
+        &tracer,
+        bed.as_ref(),
+        &work.path,
+        &sections,
+        load_cfg,
+        &mut table,
+    )?;
+    if let Some(bed) = &bed {
+        let run = BedRun {
+            tracer: &tracer,
+            bed,
+            dir: &work.path,
+            args,
+            sections: &sections,
+            offer: &offer,
+            kernel_cost,
+            rounds,
+            load_cfg,
+        };
+        run.sections(&mut table)?;
+    }
+    drop(bed);
+    if sections.has(Section::Traffic) {
+        throughput::run(
+            &tracer,
+            &work.path,
+            &offer,
+            throughput::ThroughputConfig {
+                cycles: args
+                    .traffic_cycles
+                    .unwrap_or(if args.quick { 3 } else { 8 })
+                    .clamp(1, 100),
+                round: Duration::from_secs_f64(
+                    args.traffic_secs
+                        .unwrap_or(if args.quick { 1.0 } else { 2.0 })
+                        .clamp(0.2, 60.0),
+                ),
+            },
+            &mut table,
+        )?;
+        check_interrupted()?;
+    }
+    let vm = vm_runs::VmConfig {
+        series: "6.12",
+        round_secs: if args.quick { 2.0 } else { 3.0 },
+    };
+    if sections.has(Section::Vm) {
+        vm_runs::run(&tracer, &work.path, vm, &mut table);
+    } else if sections.has(Section::Runs) {
+        vm_runs::not_run(vm, "--skip vm", &mut table);
+    }
+    print_report(args, rounds, round, load_cfg, started, &table);
+    Ok(())
+}
 
+/// `--tracer-bin`, or target/release/tracer built now.
+/// `--only recordings`: `summary` and `replay` of a large recording, no root, no test bed.
+fn recordings_alone(args: &BenchArgs) -> anyhow::Result<()> {
+    let tracer = tracer_binary(args)?;
+    let mut table = Table::default();
+    recordings::run(&tracer, args.recording_mib.max(1), args.keep, &mut table)?;
+    println!();
+    print!("{}", table.render());
+    Ok(())
+}
+
+fn tracer_binary(args: &BenchArgs) -> anyhow::Result<PathBuf> {
+    let tracer = if let Some(bin) = &args.tracer_bin {
+        std::path::absolute(bin).with_context(|| format!("--tracer-bin {}", bin.display()))?
+    } else {
+        run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
+        workspace_root()?.join("target/release/tracer")
+    };
+    if !tracer.is_file() {
+        bail!("no tracer binary at {}", tracer.display());
+    }
+    Ok(tracer)
+}
+
+/// The connect test bed, with one second of load through it to check it works.
+fn warmed_bed(drop_percent: u32, load_cfg: LoadConfig) -> anyhow::Result<testbed::Testbed> {
+    let bed = testbed::Testbed::new(drop_percent)?;
     let warm = load::connect_load(
         &bed.client.path(),
         testbed::VIP,
@@ -216,48 +355,111 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if warm.ok == 0 {
         bail!("no connect through the test bed succeeded; the bed is broken");
     }
+    Ok(bed)
+}
 
-    let mut plan = RoundPlan::from_args(args);
-    let _tracefs = tracefs_for_bpftrace(&mut plan, &mut table);
-    connect_rounds(
-        &tracer, &bed, &work.path, rounds, load_cfg, &plan, &mut table,
-    )?;
-    check_interrupted()?;
-    completeness(
-        &tracer,
-        &bed,
-        &work.path,
-        load_cfg,
-        args.completeness_rate,
-        &mut table,
-    )?;
-    check_interrupted()?;
-    paced_cpu(&tracer, &bed, &work.path, load_cfg, &mut table)?;
-    check_interrupted()?;
-    if args.connect_only {
-        drop(bed);
-        println!();
-        print!("{}", table.render());
-        return Ok(());
+/// What the tracer offers on this kernel. With the run counts chosen, their rounds come first (the
+/// empty programs' floor calibrated at the start of the run) and say it; otherwise one short
+/// tracer start does.
+fn hooks(
+    tracer: &Path,
+    bed: Option<&testbed::Testbed>,
+    dir: &Path,
+    sections: &Sections,
+    load_cfg: LoadConfig,
+    table: &mut Table,
+) -> anyhow::Result<(tiers::Offer, Option<storm::KernelCost>)> {
+    let flags = tiers::takes_tier_flags(tracer)?;
+    let offer = match bed {
+        Some(bed) if sections.has(Section::Runs) => {
+            let (offer, tier_runs) = storm_runs::measure(tracer, bed, dir, flags, load_cfg)?;
+            storm_runs::rows(
+                "this host",
+                &offer,
+                &tier_runs,
+                Some(storm_runs::HOST_RUNS_TARGET),
+                table,
+            );
+            check_interrupted()?;
+            (offer, tier_runs.first().map(storm_runs::SetupRuns::cost))
+        }
+        _ => (tiers::probe(tracer, dir, flags)?, None),
+    };
+    if !flags {
+        table.notes.push(format!(
+            "this tracer takes no --dns-hooks/--tcp-hooks: its one design is today's ({}), so \
+             today's design and the tracer's own choice are the same hooks in every comparison",
+            tiers::Tiers::TODAYS_DESIGN
+        ));
     }
-    latency(
-        &tracer,
-        &bed,
-        args.latency_connects.clamp(1, 50),
-        &mut table,
-    )?;
-    check_interrupted()?;
-    flood(
-        &tracer,
-        &bed,
-        &work.path,
-        args.flood.min(load::PER_WORKER * 90),
-        &mut table,
-    )?;
+    Ok(offer)
+}
 
-    drop(bed);
-    print_report(args, rounds, round, load_cfg, started, &table);
-    Ok(())
+/// What the sections on the connect test bed share.
+struct BedRun<'a> {
+    tracer: &'a Path,
+    bed: &'a testbed::Testbed,
+    dir: &'a Path,
+    args: &'a BenchArgs,
+    sections: &'a Sections,
+    offer: &'a tiers::Offer,
+    kernel_cost: Option<storm::KernelCost>,
+    /// Cycles of the storm's rounds.
+    rounds: usize,
+    load_cfg: LoadConfig,
+}
+
+impl BedRun<'_> {
+    fn sections(&self, table: &mut Table) -> anyhow::Result<()> {
+        let (tracer, bed, dir, args, load_cfg) =
+            (self.tracer, self.bed, self.dir, self.args, self.load_cfg);
+        if self.sections.has(Section::Storm) {
+            let mut plan = storm::RoundPlan::from_args(args, self.rounds);
+            let _tracefs = storm::tracefs_for_bpftrace(&mut plan, table);
+            storm::connect_rounds(tracer, bed, dir, load_cfg, &plan, self.kernel_cost, table)?;
+            check_interrupted()?;
+            storm::completeness(tracer, bed, dir, load_cfg, args.completeness_rate, table)?;
+            check_interrupted()?;
+            storm::paced_cpu(tracer, bed, dir, load_cfg, table)?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Loopback) {
+            eprintln!("bench: paired loopback rounds, stats off");
+            paired_cpu::run(
+                tracer,
+                bed,
+                dir,
+                self.offer,
+                paired_cpu::PairedConfig {
+                    cycles: args
+                        .loopback_cycles
+                        .unwrap_or(if args.quick { 10 } else { 20 })
+                        .max(10),
+                    connects: args
+                        .loopback_connects
+                        .unwrap_or(if args.quick { 10_000 } else { 20_000 })
+                        .clamp(100, 1_000_000),
+                },
+                table,
+            )?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Latency) {
+            latency::run(tracer, bed, args.latency_connects.clamp(1, 50), table)?;
+            check_interrupted()?;
+        }
+        if self.sections.has(Section::Flood) {
+            flood::run(
+                tracer,
+                bed,
+                dir,
+                args.flood.min(load::PER_WORKER * 90),
+                table,
+            )?;
+            check_interrupted()?;
+        }
+        Ok(())
+    }
 }
 
 /// The run's settings, then the table and how many targets were missed.
@@ -285,824 +487,4 @@ fn print_report(
     if misses > 0 {
         println!("{misses} target(s) missed: see the notes above.");
     }
-}
-
-/// The figures of the tracer's userspace alone, each in processes of its own: the pipeline, the
-/// cluster model, a `--metrics` scrape, `summary` and `replay` of a large recording.
-fn userspace(tracer: &Path, args: &BenchArgs, table: &mut Table) -> anyhow::Result<()> {
-    eprintln!(
-        "bench: userspace pipeline, {} synthetic records on one core",
-        args.pipeline_events
-    );
-    pipeline(tracer, args.pipeline_events, table)?;
-    check_interrupted()?;
-    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
-    cluster_model(tracer, table)?;
-    check_interrupted()?;
-    eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
-    metrics_scrape(tracer, table)?;
-    check_interrupted()?;
-    eprintln!("bench: summary and replay of a large recording");
-    recordings::run(tracer, args.recording_mib.max(1), args.keep, table)?;
-    check_interrupted()
-}
-
-/// `--only recordings`: the release tracer's `summary` and `replay` of a large recording, no root.
-fn recordings_alone(args: &BenchArgs) -> anyhow::Result<()> {
-    run_cmd(cargo().args(["build", "--release", "--package", "tracer"]))?;
-    let tracer = workspace_root()?.join("target/release/tracer");
-    let mut table = Table::default();
-    recordings::run(&tracer, args.recording_mib.max(1), args.keep, &mut table)?;
-    println!();
-    print!("{}", table.render());
-    Ok(())
-}
-
-/// bpftrace reads tracefs, which a fresh machine has not mounted (the tracer does not need it):
-/// mounted for the run, or the bpftrace peer is left out with the reason in the notes.
-fn tracefs_for_bpftrace(plan: &mut RoundPlan, table: &mut Table) -> Option<tracefs::Tracefs> {
-    if !plan.peers.contains(&Peer::Bpftrace) {
-        return None;
-    }
-    match tracefs::Tracefs::ensure() {
-        Ok(mount) => Some(mount),
-        Err(e) => {
-            eprintln!("bench: the bpftrace peer cannot run ({e:#}); running the others");
-            table.notes.push(format!("bpftrace peer not run: {e:#}"));
-            plan.peers.retain(|p| *p != Peer::Bpftrace);
-            None
-        }
-    }
-}
-
-/// Load time and memory of the cluster model for 70k pods: from a snapshot file (`--cluster-state`)
-/// and object by object (as the live watch builds it), each in a process of its own.
-fn cluster_model(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
-    const TARGET_MIB: f64 = 200.0;
-    let file = std::env::temp_dir().join(format!("bhb-bench-snapshot-{}.json", std::process::id()));
-    let run = |args: &[&str]| -> anyhow::Result<serde_json::Value> {
-        let out = Command::new(tracer)
-            .arg("bench-cluster-model")
-            .args(args)
-            .stderr(Stdio::inherit())
-            .output()
-            .context("running tracer bench-cluster-model")?;
-        if !out.status.success() {
-            bail!("tracer bench-cluster-model failed: {}", out.status);
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
-    };
-    let path = file.to_string_lossy().into_owned();
-    let written = run(&["--write", &path, "--pods", "70000"])?;
-    let mib = |v: &serde_json::Value, key: &str| v[key].as_f64().unwrap_or(0.0) / 1024.0;
-    let file_mib = written["file_bytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0);
-    for (how, flag) in [
-        ("snapshot file", "--load"),
-        ("object by object (watch)", "--load-items"),
-    ] {
-        let v = run(&[flag, &path])?;
-        let rss = mib(&v, "rss_kib");
-        table.check(
-            format!("cluster model, 70k pods, {how}: resident after loading, MiB"),
-            format!("{rss:.0}"),
-            "< 200",
-            rss < TARGET_MIB,
-        );
-        table.info(
-            format!("cluster model, 70k pods, {how}: load s, peak MiB (file {file_mib:.0} MiB)"),
-            format!(
-                "{:.2} s, {:.0}",
-                v["load_s"].as_f64().unwrap_or(0.0),
-                mib(&v, "peak_rss_kib")
-            ),
-        );
-    }
-    let _ = std::fs::remove_file(&file);
-    Ok(())
-}
-
-/// The time to serve one scrape of a `--metrics` endpoint at the label-set cap (2000 series in
-/// `tracer_connects_total`), over loopback HTTP; not a target, a figure beside the others.
-fn metrics_scrape(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
-    let out = Command::new(tracer)
-        .args(["bench-metrics", "--series", "2000", "--scrapes", "50"])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running tracer bench-metrics")?;
-    if !out.status.success() {
-        bail!("tracer bench-metrics failed: {}", out.status);
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("parsing tracer bench-metrics output")?;
-    let number = |key: &str| v[key].as_f64().unwrap_or(f64::NAN);
-    table.info(
-        "--metrics: serving a scrape of 2000 series, ms (median, slowest of 50)",
-        format!(
-            "{:.1}, {:.1} ({:.0} KiB)",
-            number("median_ms"),
-            number("max_ms"),
-            number("body_bytes") / 1024.0
-        ),
-    );
-    Ok(())
-}
-
-fn pipeline(tracer: &Path, events: u64, table: &mut Table) -> anyhow::Result<()> {
-    let out = Command::new(tracer)
-        .args(["bench-pipeline", "--events", &events.max(1000).to_string()])
-        .stderr(Stdio::inherit())
-        .output()
-        .context("running tracer bench-pipeline")?;
-    if !out.status.success() {
-        bail!("tracer bench-pipeline failed: {}", out.status);
-    }
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("parsing tracer bench-pipeline output")?;
-    let rate = |key: &str| {
-        v.get(key)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let (classify, json) = (rate("classify_events_per_sec"), rate("json_events_per_sec"));
-    table.check(
-        "userspace decode -> flows -> verdict, events/s on one core",
-        format!("{:.2}M", classify / 1e6),
-        ">= 1M",
-        classify >= 1e6,
-    );
-    table.check(
-        "userspace full path to JSON lines (enrich + serialize), events/s on one core",
-        format!("{:.2}M", json / 1e6),
-        ">= 1M",
-        json >= 1e6,
-    );
-    if classify < 1e6 {
-        table.notes.push(format!(
-            "pipeline: decode -> flows -> verdict at {classify:.0} events/s"
-        ));
-    }
-    if json < 1e6 {
-        table.notes.push(format!(
-            "full path {json:.0} events/s: each event becomes a ~600-byte JSON line; on a shared \
-             machine rerun `tracer bench-pipeline` a few times (it varies by a third), and see \
-             docs/performance.md for where a profile puts the time"
-        ));
-    }
-    Ok(())
-}
-
-/// Which peers the connect rounds compare, and how the tracer runs in them.
-struct RoundPlan {
-    /// Always starts with `Peer::None`, the reference of each cycle.
-    peers: Vec<Peer>,
-    tracer_args: Vec<String>,
-}
-
-impl RoundPlan {
-    fn from_args(args: &BenchArgs) -> RoundPlan {
-        let peers = if args.peers.is_empty() {
-            Peer::ALL.to_vec()
-        } else {
-            std::iter::once(Peer::None)
-                .chain(Peer::ALL.into_iter().filter(|p| args.peers.contains(p)))
-                .collect()
-        };
-        RoundPlan {
-            peers,
-            tracer_args: args.tracer_args.clone(),
-        }
-    }
-}
-
-/// One round's measurement.
-struct RoundResult {
-    peer: Peer,
-    cycle: usize,
-    load: LoadResult,
-    tracer: Option<report::TracerOutput>,
-    /// The extra round with BPF run-time stats on (not used for the loss).
-    with_stats: bool,
-    /// CPU the peer's process used during the load, in cores (user + system).
-    peer_cpu: Option<f64>,
-}
-
-#[allow(
-    clippy::too_many_lines,
-    reason = "one schedule, then the figures it yields, in reading order"
-)]
-fn connect_rounds(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cycles: usize,
-    cfg: LoadConfig,
-    plan: &RoundPlan,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    let mut results = Vec::new();
-    // name -> (run_time_ns, run_cnt, recursion_misses)
-    let mut prog_totals: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-    let client_ns = bed.client.name.clone();
-    let vip = testbed::VIP.to_string();
-    // The interleaved cycles, then one more tracer round with kernel BPF run-time stats on: the stats
-    // add two clock reads to every program run, so they stay out of the rounds that measure loss.
-    let schedule = (0..cycles)
-        // Each cycle starts with the next peer, so each runs first once in n cycles, and every other
-        // cycle goes backwards: a plain rotation keeps the order around the circle, so each peer
-        // would nearly always run right after the same one, and whatever a round leaves behind (a
-        // peer's teardown) would always land on the same peer.
-        .flat_map(|c| {
-            let n = plan.peers.len();
-            (0..n).map(move |i| {
-                let at = if c % 2 == 0 { c + i } else { c + n * n - i };
-                (c, plan.peers[at % n], false)
-            })
-        })
-        .chain(std::iter::once((cycles, Peer::Tracer, true)));
-    for (cycle, peer, with_stats) in schedule {
-        {
-            check_interrupted()?;
-            let stats_guard = if with_stats {
-                Some(kstats::BpfStats::enable()?)
-            } else {
-                None
-            };
-            bed.flush_conntrack()?;
-            let mut running = peers::start(peer, tracer, &plan.tracer_args, bed, dir, cycle)?;
-            let cpu_before = running.as_ref().and_then(|r| kstats::cpu_seconds(r.pid()));
-            let load = load::connect_load(&bed.client.path(), testbed::VIP, cfg)?;
-            let mut tracer_out = None;
-            let mut peer_cpu = None;
-            if let Some(r) = running.as_mut() {
-                // The peer's own CPU while the load ran (its start-up is left out).
-                peer_cpu = kstats::cpu_seconds(r.pid())
-                    .zip(cpu_before)
-                    .map(|(after, before)| (after - before) / load.elapsed.as_secs_f64().max(1e-9));
-                if with_stats {
-                    for p in kstats::prog_stats(r.pid()) {
-                        let e = prog_totals.entry(p.name).or_default();
-                        e.0 += p.run_time_ns;
-                        e.1 += p.run_cnt;
-                        e.2 += p.recursion_misses;
-                    }
-                }
-                r.stop()?;
-                if peer == Peer::Tracer {
-                    tracer_out = Some(report::read_tracer_output(&r.output, &client_ns, &vip)?);
-                } else {
-                    // Peers' logs are large and only their cost matters.
-                    let _ = std::fs::remove_file(&r.output);
-                }
-            }
-            drop(running);
-            drop(stats_guard);
-            eprintln!(
-                "bench: {} {:<16} {:>7.0} connects/s ({} answered, {} failed, {} cut){}",
-                if with_stats {
-                    "stats round".to_string()
-                } else {
-                    format!("cycle {}/{cycles}", cycle + 1)
-                },
-                peer.name(),
-                load.rate(),
-                load.ok,
-                load.failed(),
-                load.cut,
-                tracer_out.as_ref().map_or_else(String::new, |t| format!(
-                    "; tracer: {} failures reported, {} events, dropped {}",
-                    t.failures_reported, t.events, t.dropped_total
-                ))
-            );
-            results.push(RoundResult {
-                peer,
-                cycle,
-                load,
-                tracer: tracer_out,
-                with_stats,
-                peer_cpu,
-            });
-        }
-    }
-
-    // Connect rate and loss, each round against the no-tracer round of its own cycle.
-    let rate_of = |peer: Peer, cycle: usize| {
-        results
-            .iter()
-            .find(|r| r.peer == peer && r.cycle == cycle && !r.with_stats)
-            .map(|r| r.load.rate())
-    };
-    let base: Vec<f64> = (0..cycles).filter_map(|c| rate_of(Peer::None, c)).collect();
-    let (lo, hi) = base.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
-        (lo.min(*r), hi.max(*r))
-    });
-    table.info(
-        "connects/s, no tracer (median)",
-        format!("{:.0} (rounds {lo:.0}..{hi:.0})", median(&base)),
-    );
-    let mut tracer_loss = 0.0;
-    // The loss plus its uncertainty: what the target is checked against.
-    let mut tracer_bound = 0.0;
-    let mut tracer_cpu = f64::NAN;
-    let mut hooks_loss = None;
-    for peer in plan.peers.iter().copied().filter(|p| *p != Peer::None) {
-        let rates: Vec<f64> = (0..cycles).filter_map(|c| rate_of(peer, c)).collect();
-        let ratios: Vec<f64> = (0..cycles)
-            .filter_map(|c| Some(rate_of(peer, c)? / rate_of(Peer::None, c)?))
-            .collect();
-        let loss = 1.0 - median(&ratios);
-        let cpu: Vec<f64> = results
-            .iter()
-            .filter(|r| r.peer == peer && !r.with_stats)
-            .filter_map(|r| r.peer_cpu)
-            .collect();
-        // The spread of the cycles' losses says how far the median can be trusted on this machine.
-        let (least, most) = ratios
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
-                (lo.min(1.0 - r), hi.max(1.0 - r))
-            });
-        let uncertainty = median_uncertainty(&ratios);
-        let value = format!(
-            "{:.0}/s, loss {:.1}% ± {} (cycles {:.0}..{:.0}%), its process {:.1}% of a core",
-            median(&rates),
-            loss * 100.0,
-            if uncertainty.is_nan() {
-                "?".to_string()
-            } else {
-                format!("{:.1}", uncertainty * 100.0)
-            },
-            least * 100.0,
-            most * 100.0,
-            median(&cpu) * 100.0
-        );
-        if peer == Peer::HooksOnly {
-            hooks_loss = Some(loss);
-        }
-        if peer == Peer::Tracer {
-            tracer_loss = loss;
-            tracer_cpu = median(&cpu);
-            // A pass has to hold with the noise added: a median under 3% by luck of the rounds is
-            // not one. Too few cycles to say how noisy they were: the median alone decides.
-            let bound = loss
-                + if uncertainty.is_nan() {
-                    0.0
-                } else {
-                    uncertainty
-                };
-            tracer_bound = bound;
-            table.check(
-                "connects/s with this tracer, loss vs none",
-                value,
-                "loss + ± <= 3%",
-                bound <= 0.03,
-            );
-        } else {
-            table.info(
-                format!("connects/s with {}, loss vs none", peer.name()),
-                value,
-            );
-        }
-    }
-
-    // Kernel cost: ns per run of each program, in the stats round.
-    let tracer_rounds: Vec<&RoundResult> =
-        results.iter().filter(|r| r.peer == Peer::Tracer).collect();
-    let connects: u64 = tracer_rounds
-        .iter()
-        .filter(|r| r.with_stats)
-        .map(|r| r.load.ok + r.load.failed() + r.load.cut)
-        .sum();
-    let mut kernel_ns_total = 0u64;
-    for (name, (ns, cnt, missed)) in &prog_totals {
-        kernel_ns_total += ns;
-        let per_run = if *cnt > 0 {
-            format!("{:.0}", *ns as f64 / *cnt as f64)
-        } else {
-            "-".into()
-        };
-        table.info(
-            format!("kernel: {name}, ns/run"),
-            format!("{per_run} ({cnt} runs, {missed} skipped)"),
-        );
-    }
-    if prog_totals.is_empty() {
-        table
-            .notes
-            .push("no BPF program stats could be read from the tracer's fds".into());
-    }
-    let ns_per_connect = kernel_ns_total as f64 / connects.max(1) as f64;
-    // Without the programs' stats there is no figure, and no PASS for it.
-    table.check(
-        "kernel: all programs, ns per connect of the load",
-        format!("{ns_per_connect:.0}"),
-        format!("<= {PROGRAM_NS_PER_CONNECT_TARGET}"),
-        !prog_totals.is_empty() && ns_per_connect <= PROGRAM_NS_PER_CONNECT_TARGET,
-    );
-    // The whole bed runs on this machine's CPUs: at the no-tracer rate each connect has
-    // cpus / rate seconds of CPU in all (load, both network stacks, listeners).
-    // SAFETY: sysconf has no preconditions.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as f64;
-    let cpu_ns_per_connect = cpus * 1e9 / median(&base);
-    let kernel_share = ns_per_connect / cpu_ns_per_connect;
-    table.info(
-        "kernel: programs' share of the CPU per connect (estimate)",
-        format!("{:.1}% of {cpu_ns_per_connect:.0} ns", kernel_share * 100.0),
-    );
-    let top = prog_totals
-        .iter()
-        .max_by_key(|(_, (ns, _, _))| *ns)
-        .map(|(name, (ns, cnt, _))| {
-            format!(
-                "the largest part is {name}: {:.0}% of the programs' time, {:.1} runs per connect",
-                *ns as f64 * 100.0 / kernel_ns_total.max(1) as f64,
-                *cnt as f64 / connects.max(1) as f64
-            )
-        })
-        .unwrap_or_default();
-    if ns_per_connect > PROGRAM_NS_PER_CONNECT_TARGET {
-        table.notes.push(format!(
-            "program time {ns_per_connect:.0} ns per connect, over the \
-             {PROGRAM_NS_PER_CONNECT_TARGET} ns target: {top}"
-        ));
-    }
-    if tracer_bound > 0.03 {
-        let hooks = hooks_loss.map_or_else(String::new, |h| {
-            format!(
-                "with the same programs attached but each returning at once the loss is {:.1}%: \
-                 being attached at all, ~{:.0} program runs per connect, most for packets and state \
-                 changes that are not a connect (on a shared machine this figure is mostly noise; \
-                 `--connect-only --tracer-arg=--hooks-only` reads that floor from the programs' \
-                 own clocks). ",
-                h * 100.0,
-                prog_totals.values().map(|(_, cnt, _)| *cnt).sum::<u64>() as f64
-                    / connects.max(1) as f64
-            )
-        });
-        table.notes.push(format!(
-            "connect-rate loss {:.1}% (with its uncertainty {:.1}%): {hooks}The load keeps every \
-             core busy, so the loss follows the CPU the tracer takes: the programs' own clocks say \
-             {:.1}% of the CPU a connect has here (no-tracer rounds ranged {lo:.0}..{hi:.0}/s); {top}; the tracer \
-             process used {:.1}% of a core. The work per connect is the attempt's table entry \
-             (opened at connect(), completed at SYN_SENT, removed when answered; a socket ending \
-             without one is told by a count per slot in front of the table), the healthy count and \
-             the DNS hooks' packet checks. Tried and not kept: the attempt in socket-local storage \
-             (its allocation per connect cost more than the lookups it saves) and the table without \
-             preallocation (no measurable gain)",
-            tracer_loss * 100.0,
-            tracer_bound * 100.0,
-            kernel_share * 100.0,
-            tracer_cpu * 100.0
-        ));
-    }
-    let recovered: u64 = tracer_rounds
-        .iter()
-        .filter_map(|r| r.tracer.as_ref())
-        .map(|t| t.answered_seen_late)
-        .sum();
-    table.info(
-        "answers the kernel skipped, recovered at socket end (answered_seen_late)",
-        format!("{recovered} in all tracer rounds"),
-    );
-    let (events, attempts): (u64, u64) = tracer_rounds
-        .iter()
-        .filter_map(|r| r.tracer.as_ref())
-        .fold((0, 0), |(e, a), t| (e + t.events, a + t.attempts));
-    table.info(
-        "events to userspace per connect (events/attempts)",
-        format!(
-            "{:.4} ({events}/{attempts})",
-            events as f64 / attempts.max(1) as f64
-        ),
-    );
-
-    // Completeness at the highest rate the tracer rounds reached (the target is at 10k/s: see
-    // `completeness`).
-    let loss_rounds = tracer_rounds.iter().filter(|r| !r.with_stats);
-    if let Some(best) = loss_rounds.max_by(|a, b| a.load.rate().total_cmp(&b.load.rate()))
-        && let Some(t) = &best.tracer
-    {
-        let seen = best.load.failed();
-        table.info(
-            format!(
-                "failures reported / seen at {:.0} connects/s (the most reached)",
-                best.load.rate()
-            ),
-            format!("{} / {seen}", t.failures_reported),
-        );
-        table.info(
-            format!("dropped at {:.0} connects/s", best.load.rate()),
-            if t.dropped_total == 0 {
-                "0".to_string()
-            } else {
-                format!("{} ({})", t.dropped_total, t.dropped)
-            },
-        );
-    }
-    Ok(())
-}
-
-/// The completeness target: one tracer round paced at `rate` connects/s. Every failed connect the
-/// load saw must be reported, and nothing dropped.
-fn completeness(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cfg: LoadConfig,
-    rate: f64,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: completeness, a tracer round paced at {rate:.0} connects/s");
-    bed.flush_conntrack()?;
-    let mut running = start_tracer_peer(tracer, bed, dir)?;
-    let load = paced_load(bed, cfg, rate)?;
-    running.stop()?;
-    let t =
-        report::read_tracer_output(&running.output, &bed.client.name, &testbed::VIP.to_string())?;
-    let seen = load.failed();
-    let complete = t.failures_reported >= seen && t.failures_reported <= seen + load.cut;
-    let at = format!("at {:.0} connects/s (paced to {rate:.0})", load.rate());
-    table.check(
-        format!("failures reported / seen {at}"),
-        format!("{} / {seen}", t.failures_reported),
-        "all reported",
-        complete,
-    );
-    table.check(
-        format!("dropped {at}"),
-        t.dropped_total.to_string(),
-        "0",
-        t.dropped_total == 0,
-    );
-    if load.rate() < rate * 0.9 {
-        table.notes.push(format!(
-            "the paced round reached {:.0} connects/s, below the {rate:.0}/s of the completeness target",
-            load.rate()
-        ));
-    }
-    if !complete || t.dropped_total > 0 {
-        table
-            .notes
-            .push(format!("completeness: tracer dropped {}", t.dropped));
-    }
-    Ok(())
-}
-
-/// The cost a node owner sees: the whole machine's CPU while a paced load runs, without and with
-/// the tracer, at 1k and 5k connects/s. Rounds alternate none, tracer, tracer, none, so a drift of
-/// the shared machine falls on both sides alike.
-fn paced_cpu(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    cfg: LoadConfig,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    for rate in [1000.0, 5000.0] {
-        eprintln!(
-            "bench: machine CPU at a paced {rate:.0} connects/s, without and with the tracer"
-        );
-        // [without, with]: busy share of the machine per round.
-        let mut busy: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        for with in [false, true, true, false] {
-            check_interrupted()?;
-            bed.flush_conntrack()?;
-            let mut running = if with {
-                Some(start_tracer_peer(tracer, bed, dir)?)
-            } else {
-                None
-            };
-            let before = machine_cpu();
-            paced_load(bed, cfg, rate)?;
-            let after = machine_cpu();
-            if let Some(running) = running.as_mut() {
-                running.stop()?;
-            }
-            let total = after.1.saturating_sub(before.1).max(1);
-            #[expect(clippy::cast_precision_loss, reason = "a share, shown rounded")]
-            busy[usize::from(with)].push(after.0.saturating_sub(before.0) as f64 / total as f64);
-        }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-        let (without, with) = (mean(&busy[0]) * 100.0, mean(&busy[1]) * 100.0);
-        table.info(
-            format!("machine CPU at a paced {rate:.0} connects/s: without / with the tracer"),
-            format!(
-                "{without:.1}% / {with:.1}% (ratio {:.2}, +{:.1} points)",
-                with / without.max(0.01),
-                with - without
-            ),
-        );
-    }
-    Ok(())
-}
-
-/// The tracer as a peer of its own, outside the connect rounds.
-fn start_tracer_peer(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-) -> anyhow::Result<peers::Running> {
-    peers::start(Peer::Tracer, tracer, &[], bed, dir, usize::MAX)?.context("tracer peer")
-}
-
-/// The connect load through the Service, paced to `rate` connects/s.
-fn paced_load(bed: &testbed::Testbed, cfg: LoadConfig, rate: f64) -> anyhow::Result<LoadResult> {
-    load::connect_load(
-        &bed.client.path(),
-        testbed::VIP,
-        LoadConfig {
-            rate: Some(rate),
-            ..cfg
-        },
-    )
-}
-
-/// Busy and total jiffies of the whole machine, from the first line of `/proc/stat`.
-fn machine_cpu() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    let total: u64 = fields.iter().take(8).sum();
-    // idle and iowait are the 4th and 5th fields.
-    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
-    (total.saturating_sub(idle), total)
-}
-
-/// Time from a black-holed `connect()` to the tracer's first `unanswered` record for it.
-fn latency(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    count: usize,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: detection latency, {count} black-holed connects");
-    let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json"])
-        .stdout(Stdio::piped());
-    let mut running = peers::start_tracer(cmd, PathBuf::from("(stdout)"))?;
-    let stdout = running.take_stdout().context("tracer stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let client = testbed::CLIENT_IP.to_string();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let at = Instant::now();
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            let s = |k: &str| {
-                v.get(k)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let port = s("src")
-                .strip_prefix(&format!("{client}:"))
-                .and_then(|p| p.parse::<u16>().ok());
-            if let Some(port) = port
-                && s("kind") == "connect"
-                && s("verdict") == "unanswered"
-            {
-                let syn_ms = v
-                    .get("syn_sent_ms")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                if tx.send((port, at, syn_ms)).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-
-    let ns = bed.client.path();
-    let target = std::net::SocketAddrV4::new(testbed::DROPPING_BACKEND, 8080);
-    let pending = std::thread::spawn(move || -> anyhow::Result<Vec<load::PendingConnect>> {
-        testbed::enter(&ns)?;
-        let mut v = Vec::new();
-        for _ in 0..count {
-            v.push(load::black_holed_connect(target)?);
-            std::thread::sleep(Duration::from_millis(97));
-        }
-        Ok(v)
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("latency connect thread panicked"))??;
-
-    let mut first: BTreeMap<u16, (Instant, u64)> = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(4);
-    while first.len() < pending.len() && Instant::now() < deadline && !interrupted() {
-        if let Ok((port, at, syn_ms)) = rx.recv_timeout(Duration::from_millis(100)) {
-            first.entry(port).or_insert((at, syn_ms));
-        }
-    }
-    pending_close(pending, &first, table);
-    running.stop()?;
-    Ok(())
-}
-
-fn pending_close(
-    pending: Vec<load::PendingConnect>,
-    first: &BTreeMap<u16, (Instant, u64)>,
-    table: &mut Table,
-) {
-    let mut beyond_floor = Vec::new();
-    let mut beyond_retransmit = Vec::new();
-    for p in &pending {
-        if let Some((at, syn_ms)) = first.get(&p.local_port) {
-            let ms = at.duration_since(p.started).as_secs_f64() * 1000.0;
-            beyond_floor.push(ms - 1000.0);
-            beyond_retransmit.push(ms - *syn_ms as f64);
-        }
-    }
-    let missing = pending.len() - beyond_floor.len();
-    drop(pending);
-    let m = median(&beyond_floor);
-    table.check(
-        format!(
-            "first `unanswered` after connect(), minus 1 s (median of {})",
-            beyond_floor.len()
-        ),
-        format!("{m:.1} ms"),
-        "<= 100 ms",
-        m <= 100.0 && missing == 0,
-    );
-    table.info(
-        "  of which after the actual first retransmit (median)",
-        format!("{:.1} ms", median(&beyond_retransmit)),
-    );
-    if missing > 0 {
-        table.notes.push(format!(
-            "latency: {missing} black-holed connects got no `unanswered` record within 4 s"
-        ));
-    }
-}
-
-/// RSS and map memory of the tracer after a flood of distinct unanswered SYNs.
-fn flood(
-    tracer: &Path,
-    bed: &testbed::Testbed,
-    dir: &Path,
-    total: u64,
-    table: &mut Table,
-) -> anyhow::Result<()> {
-    eprintln!("bench: memory, flood of {total} distinct unanswered SYNs");
-    let output = dir.join("flood-tracer.jsonl");
-    let mut cmd = Command::new(tracer);
-    cmd.args(["trace", "--format", "json", "--output"])
-        .arg(&output);
-    let mut running = peers::start_tracer(cmd, output.clone())?;
-    let pid = running.pid();
-    let flood = load::Flood::start(&bed.client.path(), total)?;
-    // Past the first SYN retransmit (1 s): every followed attempt is an open flow in the tracer.
-    std::thread::sleep(Duration::from_millis(1600));
-    let memlock_open = kstats::map_memlock(pid);
-    let (opened, failed) = (flood.opened, flood.failed);
-    drop(flood);
-    std::thread::sleep(Duration::from_millis(1500));
-    let rss = kstats::vm_hwm(pid).unwrap_or(0);
-    let memlock = kstats::map_memlock(pid).max(memlock_open);
-    running.stop()?;
-    let out = report::read_tracer_output(&output, &bed.client.name, "")?;
-    let _ = std::fs::remove_file(&output);
-
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    table.info(
-        "flood: unanswered SYNs held open",
-        format!("{opened} ({failed} failed to start)"),
-    );
-    table.check(
-        "flood: tracer peak RSS (VmHWM)",
-        format!("{:.1} MiB", mib(rss)),
-        "<= 64 MiB",
-        rss <= 64 << 20,
-    );
-    table.info(
-        "flood: kernel map memory (memlock)",
-        format!("{:.1} MiB", mib(memlock)),
-    );
-    // Each attempt that found the table full is counted once: a few more only if other connects
-    // on the machine took slots meanwhile.
-    let expected_full = opened.saturating_sub(65_536);
-    let slack = 100 + opened / 100;
-    table.check(
-        "flood: attempts not followed (attempts_map_full)",
-        out.attempts_map_full.to_string(),
-        format!("{expected_full}..{}, counted once", expected_full + slack),
-        (expected_full..=expected_full + slack).contains(&out.attempts_map_full),
-    );
-    table.info(
-        "flood: events lost to a full ring buffer (counted)",
-        out.ring_buffer_full.to_string(),
-    );
-    if out.ring_buffer_full > 0 {
-        table.notes.push(format!(
-            "flood: {} events found the 4 MiB ring buffer full (counted and shown by the tracer, not silent); a larger ring buffer or batching the first retransmits of many sockets would close it",
-            out.ring_buffer_full
-        ));
-    }
-    Ok(())
 }

@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use super::{interrupted, testbed::Testbed};
+use super::{interrupted, testbed::Testbed, tiers::Setup};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
@@ -148,14 +148,11 @@ pub fn start(
     match peer {
         Peer::None => Ok(None),
         Peer::Tracer | Peer::HooksOnly => {
-            let mut cmd = Command::new(tracer);
-            cmd.args(["trace", "--format", "json", "--output"])
-                .arg(&output)
-                .args(tracer_args);
+            let mut args = tracer_args.to_vec();
             if peer == Peer::HooksOnly {
-                cmd.arg("--hooks-only");
+                args.push("--hooks-only".into());
             }
-            start_tracer(cmd, output).map(Some)
+            start_tracer_with(tracer, &args, output).map(Some)
         }
         Peer::Metrics => {
             let port = free_loopback_port()?;
@@ -216,6 +213,33 @@ pub fn start(
     }
 }
 
+/// How long a tracer may take to load and attach its programs: a minute here, more in a VM under
+/// TCG, where the verifier runs some fifty times slower.
+pub static ATTACH_LIMIT_SECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(60);
+
+/// Starts `tracer trace` with `args`, writing JSON lines to `output`; returns once it is attached.
+pub fn start_tracer_with(
+    tracer: &Path,
+    args: &[String],
+    output: PathBuf,
+) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(tracer);
+    cmd.args(["trace", "--format", "json", "--output"])
+        .arg(&output)
+        .args(args);
+    start_tracer(cmd, output)
+}
+
+/// Starts `tracer trace` as `setup` says, writing JSON lines to `output`; returns once attached.
+pub fn start_tracer_setup(tracer: &Path, setup: Setup, output: PathBuf) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(tracer);
+    cmd.args(["trace", "--format", "json", "--output"])
+        .arg(&output)
+        .args(setup.args())
+        .envs(setup.envs());
+    start_tracer(cmd, output)
+}
+
 /// Starts the tracer (`cmd`); returns once it says it is attached. Its stderr is drained by a thread.
 pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running> {
     let mut child = cmd
@@ -224,15 +248,29 @@ pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running
         .context("starting the tracer")?;
     let stderr = child.stderr.take().context("tracer stderr")?;
     let (tx, rx) = mpsc::channel();
+    // Its last lines, for the error when it does not start.
+    let last = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let last_lines = std::sync::Arc::clone(&last);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.contains("attached") {
-                let _ = tx.send(line.clone());
+                let _ = tx.send(());
             } else if !line.contains("stopped") {
                 eprintln!("bench: tracer: {line}");
+                if let Ok(mut last) = last_lines.lock() {
+                    if last.len() == 3 {
+                        last.remove(0);
+                    }
+                    last.push(line);
+                }
             }
         }
     });
+    let said = move || {
+        // Give the reader a moment for the last lines of an exited tracer.
+        std::thread::sleep(Duration::from_millis(100));
+        last.lock().map(|l| l.join(" / ")).unwrap_or_default()
+    };
     let mut running = Running {
         child,
         stop_signal: libc::SIGTERM,
@@ -240,13 +278,28 @@ pub fn start_tracer(mut cmd: Command, output: PathBuf) -> anyhow::Result<Running
         stopped: false,
         scraper: None,
     };
-    if rx.recv_timeout(Duration::from_mins(1)).is_ok() {
-        return Ok(running);
+    let limit = ATTACH_LIMIT_SECS.load(std::sync::atomic::Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(limit);
+    // Until it says it is attached, exits, or the limit passes.
+    loop {
+        if rx.recv_timeout(Duration::from_millis(200)).is_ok() {
+            return Ok(running);
+        }
+        if let Some(status) = running.child.try_wait()? {
+            running.stopped = true;
+            bail!(
+                "the tracer exited before it attached ({status}): {}",
+                said()
+            );
+        }
+        if Instant::now() > deadline || interrupted() {
+            break;
+        }
     }
     let _ = running.child.kill();
     let _ = running.child.wait();
     running.stopped = true;
-    bail!("the tracer did not attach within 60 s (see its stderr above)")
+    bail!("the tracer did not attach within {limit} s: {}", said())
 }
 
 fn wait_for(

@@ -425,3 +425,50 @@ impl Drop for Listener {
         }
     }
 }
+
+/// The sender's and the receiver's address in `Pair`.
+pub const PAIR_SENDER: Ipv4Addr = Ipv4Addr::new(10, 232, 2, 1);
+pub const PAIR_RECEIVER: Ipv4Addr = Ipv4Addr::new(10, 232, 2, 2);
+
+/// Two namespaces joined by one veth pair, for bulk traffic between them, with no other link and
+/// no route. Both ends send one MSS per packet (`gso_max_segs 1`): with segmentation offload a
+/// veth carries 64 KiB per packet, and a per-packet hook would run once per 45 packets a NIC
+/// puts on the wire.
+pub struct Pair {
+    pub sender: Netns,
+    pub receiver: Netns,
+}
+
+impl Pair {
+    pub fn new() -> anyhow::Result<Pair> {
+        let pair = Pair {
+            sender: Netns::new("s")?,
+            receiver: Netns::new("r")?,
+        };
+        let (s, r) = (&pair.sender.name, &pair.receiver.name);
+        ip(&[
+            "-n", s, "link", "add", "p0", "type", "veth", "peer", "name", "p1", "netns", r,
+        ])?;
+        for (ns, dev, addr) in [(s, "p0", PAIR_SENDER), (r, "p1", PAIR_RECEIVER)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "gso_max_segs", "1", "up"])?;
+        }
+        Ok(pair)
+    }
+
+    /// Packets through the sender's veth so far, both directions (data and acknowledgements).
+    pub fn packets(&self) -> anyhow::Result<u64> {
+        let out = Command::new("ip")
+            .args(["-n", &self.sender.name, "-s", "-j", "link", "show", "p0"])
+            .output()
+            .context("running ip -s link")?;
+        let links: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("parsing ip -s -j link show p0")?;
+        let stats = &links[0]["stats64"];
+        let count = |dir: &str| stats[dir]["packets"].as_u64();
+        count("tx")
+            .zip(count("rx"))
+            .map(|(tx, rx)| tx + rx)
+            .context("ip -s -j link show p0 has no packet counts")
+    }
+}
