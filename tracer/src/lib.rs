@@ -43,6 +43,7 @@ pub mod enrich;
 pub mod filter;
 pub mod flows;
 pub mod fs_type;
+pub mod held;
 pub mod identity;
 pub mod incidents;
 pub mod kernel;

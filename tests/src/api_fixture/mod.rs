@@ -33,6 +33,7 @@ pub mod synthetic;
 
 use std::{
     collections::{HashMap, VecDeque},
+    fmt::Write as _,
     net::{SocketAddr, TcpListener, TcpStream},
     path::{Path, PathBuf},
     sync::{Arc, Condvar, Mutex, MutexGuard},
@@ -186,8 +187,8 @@ impl ApiFixture {
                 generation: 0,
                 stopped: false,
                 expiry: 0,
-                bookmark_every: Duration::from_secs(60),
-                watch_limit: Duration::from_secs(1800),
+                bookmark_every: Duration::from_mins(1),
+                watch_limit: Duration::from_mins(30),
             }),
             changed: Condvar::new(),
         });
@@ -484,7 +485,10 @@ fn decide(state: &mut State, request: &Request) -> (Answer, Logged) {
     let field_selector = request.param("fieldSelector").to_string();
     let label_selector = request.param("labelSelector").to_string();
     let mut line = match verb {
-        Verb::Get => "get".to_string(),
+        Verb::Get => match request.param("resourceVersion") {
+            "" => "get".to_string(),
+            rv => format!("get rv={rv}"),
+        },
         Verb::Watch => format!(
             "watch rv={}{}",
             request.param("resourceVersion"),
@@ -497,19 +501,19 @@ fn decide(state: &mut State, request: &Request) -> (Answer, Logged) {
         Verb::List => {
             let mut l = "list".to_string();
             if !request.param("limit").is_empty() {
-                l.push_str(&format!(" limit={}", request.param("limit")));
+                let _ = write!(l, " limit={}", request.param("limit"));
             }
             if !request.param("resourceVersion").is_empty() {
-                l.push_str(&format!(" rv={}", request.param("resourceVersion")));
+                let _ = write!(l, " rv={}", request.param("resourceVersion"));
             }
             l
         }
     };
     if !field_selector.is_empty() {
-        line.push_str(&format!(" fieldSelector={field_selector}"));
+        let _ = write!(line, " fieldSelector={field_selector}");
     }
     if !label_selector.is_empty() {
-        line.push_str(&format!(" labelSelector={label_selector}"));
+        let _ = write!(line, " labelSelector={label_selector}");
     }
     if !request.param("continue").is_empty() {
         line.push_str(" continue");
@@ -584,98 +588,107 @@ fn answer(
         Err(message) => return Answer::Json(400, status_json(400, &message)),
     };
     match verb {
-        Verb::Get => {
-            let name = route.name.as_deref().unwrap_or("");
-            let ns = route.namespace.as_deref().unwrap_or("");
-            match state.store.get(kind, ns, name) {
-                Some(mut object) => {
-                    object["kind"] = kind.name().into();
-                    object["apiVersion"] = kind.api_version().into();
-                    Answer::Json(200, object.to_string())
-                }
-                None => {
-                    let mut status =
-                        http::status(404, &format!("{} \"{name}\" not found", kind.resource()));
-                    status["details"] = json!({"name": name, "kind": kind.resource()});
-                    Answer::Json(404, status.to_string())
-                }
-            }
-        }
-        Verb::List => {
-            if let Some(reply) = state
-                .lists
-                .get_mut(&request.path)
-                .and_then(VecDeque::pop_front)
-            {
-                return scripted(reply, kind);
-            }
-            let limit = request.param("limit").parse().unwrap_or(0);
-            let start = match request.param("continue") {
-                "" => 0,
-                token => match token.parse() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        return Answer::Json(400, status_json(400, "invalid continue token"));
-                    }
-                },
-            };
-            let page = state.store.list(
-                kind,
-                route.namespace.as_deref(),
-                &fields,
-                &labels,
-                start,
-                limit,
-            );
-            let mut metadata = json!({"resourceVersion": state.store.rv.to_string()});
-            if let Some(next) = page.next {
-                metadata["continue"] = next.to_string().into();
-            }
-            Answer::Json(200, list_body(kind, metadata, page.items))
-        }
-        Verb::Watch => {
-            if let Some(reply) = state
-                .watches
-                .get_mut(&request.path)
-                .and_then(VecDeque::pop_front)
-            {
-                return scripted(reply, kind);
-            }
-            let rv = match request.param("resourceVersion") {
-                "" | "0" => state.store.rv,
-                text => text.parse().unwrap_or(0),
-            };
-            if rv < state.store.compacted_rv {
-                return Answer::BrokenWatch(
-                    vec![error_event(
-                        410,
-                        &format!(
-                            "too old resource version: {rv} ({})",
-                            state.store.compacted_rv
-                        ),
-                    )],
-                    false,
-                );
-            }
-            let timeout = request
-                .param("timeoutSeconds")
-                .parse()
-                .map_or(state.watch_limit, Duration::from_secs)
-                .min(state.watch_limit);
-            Answer::Watch(WatchFrom {
-                kind,
-                namespace: route.namespace.clone(),
-                fields,
-                labels,
-                rv,
-                bookmarks: request.param("allowWatchBookmarks") == "true",
-                timeout,
-            })
-        }
+        Verb::Get => get(state, route),
+        Verb::List => list(state, request, route, &fields, &labels),
+        Verb::Watch => watch(state, request, route, fields, labels),
     }
 }
 
-fn list_body(kind: Kind, metadata: Value, items: Vec<Value>) -> String {
+fn get(state: &State, route: &Route) -> Answer {
+    let kind = route.kind;
+    let name = route.name.as_deref().unwrap_or("");
+    let ns = route.namespace.as_deref().unwrap_or("");
+    if let Some(mut object) = state.store.get(kind, ns, name) {
+        object["kind"] = kind.name().into();
+        object["apiVersion"] = kind.api_version().into();
+        return Answer::Json(200, object.to_string());
+    }
+    let mut status = http::status(404, &format!("{} \"{name}\" not found", kind.resource()));
+    status["details"] = json!({"name": name, "kind": kind.resource()});
+    Answer::Json(404, status.to_string())
+}
+
+fn list(
+    state: &mut State,
+    request: &Request,
+    route: &Route,
+    fields: &FieldSelector,
+    labels: &LabelSelector,
+) -> Answer {
+    let kind = route.kind;
+    if let Some(reply) = state
+        .lists
+        .get_mut(&request.path)
+        .and_then(VecDeque::pop_front)
+    {
+        return scripted(reply, kind);
+    }
+    let limit = request.param("limit").parse().unwrap_or(0);
+    let start = match request.param("continue") {
+        "" => 0,
+        token => match token.parse() {
+            Ok(p) => p,
+            Err(_) => return Answer::Json(400, status_json(400, "invalid continue token")),
+        },
+    };
+    let page = state.store.list(
+        kind,
+        route.namespace.as_deref(),
+        fields,
+        labels,
+        start,
+        limit,
+    );
+    let mut metadata = json!({"resourceVersion": state.store.rv.to_string()});
+    if let Some(next) = page.next {
+        metadata["continue"] = next.to_string().into();
+    }
+    Answer::Json(200, list_body(kind, &metadata, page.items))
+}
+
+fn watch(
+    state: &mut State,
+    request: &Request,
+    route: &Route,
+    fields: FieldSelector,
+    labels: LabelSelector,
+) -> Answer {
+    let kind = route.kind;
+    if let Some(reply) = state
+        .watches
+        .get_mut(&request.path)
+        .and_then(VecDeque::pop_front)
+    {
+        return scripted(reply, kind);
+    }
+    let rv = match request.param("resourceVersion") {
+        "" | "0" => state.store.rv,
+        text => text.parse().unwrap_or(0),
+    };
+    if rv < state.store.compacted_rv {
+        let message = format!(
+            "too old resource version: {rv} ({})",
+            state.store.compacted_rv
+        );
+        return Answer::BrokenWatch(vec![error_event(410, &message)], false);
+    }
+    let timeout = request
+        .param("timeoutSeconds")
+        .parse()
+        .map_or(state.watch_limit, Duration::from_secs)
+        .min(state.watch_limit);
+    Answer::Watch(WatchFrom {
+        kind,
+        namespace: route.namespace.clone(),
+        fields,
+        labels,
+        rv,
+        bookmarks: request.param("allowWatchBookmarks") == "true",
+        timeout,
+    })
+}
+
+fn list_body(kind: Kind, metadata: &Value, items: Vec<Value>) -> String {
     // List items carry no `kind`/`apiVersion` on the wire (kubectl adds them in its output).
     let items: Vec<Value> = items
         .into_iter()
@@ -699,7 +712,7 @@ fn scripted(reply: Reply, kind: Kind) -> Answer {
             items,
         } => Answer::Json(
             200,
-            list_body(kind, json!({"resourceVersion": resource_version}), items),
+            list_body(kind, &json!({"resourceVersion": resource_version}), items),
         ),
         Reply::Watch { events, hold } => Answer::ScriptedWatch(events, hold),
         Reply::Gone => Answer::Json(410, status_json(410, "too old resource version")),
@@ -724,13 +737,7 @@ fn stream_events(conn: &mut TcpStream, shared: &Shared, generation: u64, from: &
             if state.generation != generation || state.stopped {
                 return;
             }
-            if state.expiry != expiry {
-                lines.push(error_event(
-                    410,
-                    &format!("too old resource version: {cursor} ({})", state.store.rv),
-                ));
-                end = true;
-            } else {
+            if state.expiry == expiry {
                 let after = cursor;
                 for event in state.store.events.iter().filter(|e| e.rv > after) {
                     cursor = event.rv;
@@ -765,6 +772,12 @@ fn stream_events(conn: &mut TcpStream, shared: &Shared, generation: u64, from: &
                         continue;
                     }
                 }
+            } else {
+                lines.push(error_event(
+                    410,
+                    &format!("too old resource version: {cursor} ({})", state.store.rv),
+                ));
+                end = true;
             }
         }
         for line in &lines {

@@ -84,7 +84,7 @@ impl FieldSelector {
     pub fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|t| {
             let values = field_values(object, &t.field);
-            let hit = values.iter().any(|v| *v == t.value);
+            let hit = values.contains(&t.value);
             match t.op {
                 Op::Equals => hit,
                 Op::NotEquals => !hit,

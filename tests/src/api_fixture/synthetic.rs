@@ -1,7 +1,7 @@
 //! A large generated cluster for the fixture (the API benchmark's 150,000 pods over 5,000 nodes),
 //! made object by object when a request needs it, never held whole: pod `i` runs on node
 //! `i % nodes`; pods come in apps of ten (`app-A`, namespace `ns-(A % 50)`); every app but each
-//! tenth has a ClusterIP Service selecting `app=app-A` and one EndpointSlice listing its ten pods,
+//! tenth has a `ClusterIP` Service selecting `app=app-A` and one EndpointSlice listing its ten pods,
 //! so a tenth of the pods are in no EndpointSlice (batch pods, say). Node `n` has the pod range
 //! `10.(64 + n / 256).(n % 256).0/24` and the address `192.168.(n / 256).(n % 256)`.
 //!
@@ -41,17 +41,17 @@ impl Synthetic {
     }
 
     #[must_use]
-    pub fn pods(&self) -> u32 {
+    pub fn pods(self) -> u32 {
         self.nodes * self.pods_per_node
     }
 
-    fn apps(&self) -> u32 {
+    fn apps(self) -> u32 {
         self.pods().div_ceil(APP_SIZE)
     }
 
     /// Apps with a Service: all but each tenth.
     #[must_use]
-    pub fn services(&self) -> u32 {
+    pub fn services(self) -> u32 {
         let apps = self.apps();
         apps - apps / 10
     }
@@ -66,7 +66,7 @@ impl Synthetic {
     }
 
     #[must_use]
-    pub fn count(&self, kind: Kind) -> usize {
+    pub fn count(self, kind: Kind) -> usize {
         (match kind {
             Kind::Pod => self.pods(),
             Kind::Service | Kind::EndpointSlice => self.services(),
@@ -80,12 +80,12 @@ impl Synthetic {
     }
 
     #[must_use]
-    pub fn node_of(&self, pod: u32) -> u32 {
+    pub fn node_of(self, pod: u32) -> u32 {
         pod % self.nodes
     }
 
     #[must_use]
-    pub fn pod_ip(&self, pod: u32) -> Ipv4Addr {
+    pub fn pod_ip(self, pod: u32) -> Ipv4Addr {
         let n = self.node_of(pod);
         let slot = pod / self.nodes;
         Ipv4Addr::new(10, 64 + (n / 256) as u8, (n % 256) as u8, (slot + 2) as u8)
@@ -93,13 +93,13 @@ impl Synthetic {
 
     /// The pod with this address.
     #[must_use]
-    pub fn pod_at(&self, ip: Ipv4Addr) -> Option<u32> {
-        let [a, b, c, d] = ip.octets();
-        if a != 10 || !(64..128).contains(&b) || d < 2 {
+    pub fn pod_at(self, ip: Ipv4Addr) -> Option<u32> {
+        let [ten, high, low, host] = ip.octets();
+        if ten != 10 || !(64..128).contains(&high) || host < 2 {
             return None;
         }
-        let n = u32::from(b - 64) * 256 + u32::from(c);
-        let slot = u32::from(d) - 2;
+        let n = u32::from(high - 64) * 256 + u32::from(low);
+        let slot = u32::from(host) - 2;
         (n < self.nodes && slot < self.pods_per_node).then_some(n + slot * self.nodes)
     }
 
@@ -120,7 +120,7 @@ impl Synthetic {
     }
 
     #[must_use]
-    pub fn pods_on(&self, node: u32) -> Vec<u32> {
+    pub fn pods_on(self, node: u32) -> Vec<u32> {
         (0..self.pods_per_node)
             .map(|slot| node + slot * self.nodes)
             .collect()
@@ -132,7 +132,8 @@ impl Synthetic {
 
     /// Namespace and name of object `index` of `kind`.
     #[must_use]
-    pub fn key(&self, kind: Kind, index: usize) -> (String, String) {
+    pub fn key(self, kind: Kind, index: usize) -> (String, String) {
+        debug_assert!(index < self.count(kind), "{kind:?} {index}");
         let i = index as u32;
         match kind {
             Kind::Pod => Self::pod_key(i),
@@ -153,7 +154,7 @@ impl Synthetic {
 
     /// The index of the object with this namespace and name.
     #[must_use]
-    pub fn index_of(&self, kind: Kind, namespace: &str, name: &str) -> Option<usize> {
+    pub fn index_of(self, kind: Kind, namespace: &str, name: &str) -> Option<usize> {
         let index = match kind {
             Kind::Pod => {
                 let (_, hex) = name.rsplit_once('-')?;
@@ -185,7 +186,7 @@ impl Synthetic {
     /// selector by the caller.
     #[must_use]
     pub fn candidates(
-        &self,
+        self,
         kind: Kind,
         namespace: Option<&str>,
         fields: &FieldSelector,
@@ -241,7 +242,7 @@ impl Synthetic {
     /// Object `index` of `kind`, as the API server returns it in a list (no `kind`/`apiVersion`:
     /// the caller adds them where the API does).
     #[must_use]
-    pub fn object(&self, kind: Kind, index: usize) -> Value {
+    pub fn object(self, kind: Kind, index: usize) -> Value {
         let i = index as u32;
         match kind {
             Kind::Pod => self.pod(i),
@@ -251,7 +252,7 @@ impl Synthetic {
         }
     }
 
-    fn pod(&self, i: u32) -> Value {
+    fn pod(self, i: u32) -> Value {
         let app = i / APP_SIZE;
         let (ns, name) = Self::pod_key(i);
         let n = self.node_of(i);
@@ -300,7 +301,7 @@ impl Synthetic {
         })
     }
 
-    fn service(&self, j: u32) -> Value {
+    fn service(self, j: u32) -> Value {
         let app = Self::service_app(j);
         let (ns, name) = self.key(Kind::Service, j as usize);
         let ip = format!("10.96.{}.{}", app / 256, app % 256);
@@ -315,7 +316,7 @@ impl Synthetic {
         })
     }
 
-    fn slice(&self, j: u32) -> Value {
+    fn slice(self, j: u32) -> Value {
         let app = Self::service_app(j);
         let (ns, name) = self.key(Kind::EndpointSlice, j as usize);
         let pods = self.pods();
@@ -345,7 +346,8 @@ impl Synthetic {
         })
     }
 
-    fn node(&self, n: u32) -> Value {
+    fn node(self, n: u32) -> Value {
+        debug_assert!(n < self.nodes);
         let (a, b) = (n / 256, n % 256);
         let images: Vec<Value> = (0..10)
             .map(|k| {
