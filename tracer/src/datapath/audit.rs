@@ -199,10 +199,7 @@ fn judge_entry(state: &KnownCluster<'_>, source: Source, e: &Entry, time: Timest
         Some(r)
             if !is_node
                 && state.without_asking(|s| s.no_live_pod_at(ip))
-                && r.endpoint
-                    .target_ref
-                    .as_ref()
-                    .is_some_and(|t| t.kind == "Pod") =>
+                && r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod()) =>
         {
             StaleReason::PodGone
         }

@@ -249,8 +249,9 @@ pub struct Service {
     pub cluster_ips: Vec<IpAddr>,
     /// `spec.ports`.
     pub ports: Vec<ServicePort>,
-    /// `spec.selector`; empty means the Service selects no pods itself.
-    pub selector: BTreeMap<String, String>,
+    /// `spec.selector`, sorted by key; empty means the Service selects no pods itself. (A list,
+    /// not a map: a cluster has a selector per Service, and a map's node is ten times the size.)
+    pub selector: Vec<(String, String)>,
 }
 
 impl Service {
@@ -278,24 +279,67 @@ pub struct EndpointPort {
     pub protocol: Proto,
 }
 
-/// Reference from an endpoint to the object behind it (usually a Pod).
+/// Reference from an endpoint to the object behind it (usually a Pod). A cluster has one per pod:
+/// its kind and namespace are interned ([`intern`]), its name boxed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetRef {
     /// Usually `Pod`.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// Object name.
-    pub name: String,
+    pub name: Box<str>,
     /// Object namespace.
-    pub namespace: Option<String>,
-    /// Object UID.
-    pub uid: Option<String>,
+    pub namespace: Option<Arc<str>>,
 }
 
-/// One endpoint of an EndpointSlice.
+impl TargetRef {
+    pub fn is_pod(&self) -> bool {
+        &*self.kind == "Pod"
+    }
+}
+
+/// The addresses of an endpoint: one, nearly always (kept inline, no allocation), or several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addresses {
+    One(IpAddr),
+    Many(Box<[IpAddr]>),
+}
+
+impl Addresses {
+    fn from_vec(mut ips: Vec<IpAddr>) -> Addresses {
+        if ips.len() == 1
+            && let Some(ip) = ips.pop()
+        {
+            return Addresses::One(ip);
+        }
+        Addresses::Many(ips.into_boxed_slice())
+    }
+}
+
+impl std::ops::Deref for Addresses {
+    type Target = [IpAddr];
+
+    fn deref(&self) -> &[IpAddr] {
+        match self {
+            Addresses::One(ip) => std::slice::from_ref(ip),
+            Addresses::Many(ips) => ips,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Addresses {
+    type Item = &'a IpAddr;
+    type IntoIter = std::slice::Iter<'a, IpAddr>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// One endpoint of an EndpointSlice (one per pod of the cluster: kept small).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// IP addresses (FQDN addresses are not kept).
-    pub addresses: Vec<IpAddr>,
+    pub addresses: Addresses,
     /// `conditions.ready`; absent is read as `true`, as the API specifies.
     pub ready: bool,
     /// `conditions.serving`, if reported.
@@ -304,8 +348,24 @@ pub struct Endpoint {
     pub terminating: bool,
     /// `targetRef`.
     pub target_ref: Option<TargetRef>,
-    /// `nodeName`.
-    pub node_name: Option<String>,
+    /// `nodeName` (interned).
+    pub node_name: Option<Arc<str>>,
+}
+
+/// One shared copy of a string many objects repeat (node names, namespaces, kinds): a cluster's
+/// EndpointSlices name each node once per pod on it.
+pub fn intern(s: &str) -> Arc<str> {
+    static STRINGS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<Arc<str>>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut strings = STRINGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = strings.get(s) {
+        return Arc::clone(found);
+    }
+    let new: Arc<str> = Arc::from(s);
+    strings.insert(Arc::clone(&new));
+    new
 }
 
 /// An EndpointSlice.
@@ -429,7 +489,8 @@ pub struct ClusterState {
     pod_by_ip: HashMap<IpAddr, usize>,
     pod_by_uid: HashMap<String, usize>,
     svc_by_ip: HashMap<IpAddr, usize>,
-    svc_by_key: HashMap<(String, String), usize>,
+    /// Service indexes sorted by namespace and name (no copy of the names).
+    svc_by_key: Vec<u32>,
     node_by_ip: HashMap<IpAddr, usize>,
     /// Every endpoint address, sorted: (ip, slice index, endpoint index). A sorted array, not a
     /// map of lists: a cluster has one entry per pod here, and this is a third of the size.
@@ -544,9 +605,13 @@ impl ClusterState {
                 }
             }
         }
+        self.svc_by_key = (0..self.services.len() as u32).collect();
+        let services = &self.services;
+        self.svc_by_key.sort_unstable_by(|&a, &b| {
+            let (a, b) = (&services[a as usize], &services[b as usize]);
+            (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+        });
         for (i, s) in self.services.iter().enumerate() {
-            self.svc_by_key
-                .insert((s.namespace.clone(), s.name.clone()), i);
             for ip in &s.cluster_ips {
                 self.svc_by_ip.entry(*ip).or_insert(i);
             }
@@ -556,7 +621,13 @@ impl ClusterState {
                 self.node_by_ip.entry(*ip).or_insert(i);
             }
         }
-        self.endpoints_by_ip.clear();
+        let count = self
+            .slices
+            .iter()
+            .flat_map(|s| &s.endpoints)
+            .map(|e| e.addresses.len())
+            .sum();
+        self.endpoints_by_ip = Vec::with_capacity(count);
         for (si, s) in self.slices.iter().enumerate() {
             for (ei, e) in s.endpoints.iter().enumerate() {
                 for ip in &e.addresses {
@@ -600,9 +671,13 @@ impl ClusterState {
 
     /// The Service by namespace and name.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
-        self.svc_by_key
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .map(|&i| &*self.services[i])
+        let found = self.svc_by_key.binary_search_by(|&i| {
+            let s = &self.services[i as usize];
+            (s.namespace.as_str(), s.name.as_str()).cmp(&(namespace, name))
+        });
+        found
+            .ok()
+            .map(|at| &*self.services[self.svc_by_key[at] as usize])
     }
 
     /// The Service whose cluster IP is `ip` and which exposes `port`/`proto`.
@@ -891,6 +966,7 @@ fn parse_ips<'a>(it: impl IntoIterator<Item = &'a str>) -> Vec<IpAddr> {
             out.push(ip);
         }
     }
+    out.shrink_to_fit();
     out
 }
 
@@ -912,9 +988,9 @@ mod convert {
     };
 
     use super::{
-        Arc, ContainerPort, Endpoint, EndpointPort, EndpointSlice, Item, ModelError, Node,
-        OwnerRef, Pod, PodPhase, Proto, Service, ServicePort, TargetPort, TargetRef, k8s_core,
-        k8s_discovery, parse_ips,
+        Addresses, Arc, ContainerPort, Endpoint, EndpointPort, EndpointSlice, Item, ModelError,
+        Node, OwnerRef, Pod, PodPhase, Proto, Service, ServicePort, TargetPort, TargetRef, intern,
+        k8s_core, k8s_discovery, parse_ips,
     };
 
     fn error(path: impl Into<String>, message: impl Into<String>) -> ModelError {
@@ -1096,13 +1172,14 @@ mod convert {
                     },
                 });
             }
+            ports.shrink_to_fit();
             Ok(Service {
                 name,
                 namespace,
                 service_type: spec.type_.unwrap_or_else(|| "ClusterIP".to_owned()),
                 cluster_ips,
                 ports,
-                selector: spec.selector.unwrap_or_default(),
+                selector: spec.selector.unwrap_or_default().into_iter().collect(),
             })
         }
     }
@@ -1133,21 +1210,26 @@ mod convert {
                 .map(|e| {
                     let c = e.conditions.unwrap_or_default();
                     Endpoint {
-                        addresses: parse_ips(e.addresses.iter().map(String::as_str)),
+                        addresses: Addresses::from_vec(parse_ips(
+                            e.addresses.iter().map(String::as_str),
+                        )),
                         // Absent `ready` is read as ready, as the API specifies.
                         ready: c.ready.unwrap_or(true),
                         serving: c.serving,
                         terminating: c.terminating.unwrap_or(false),
                         target_ref: e.target_ref.map(|t| TargetRef {
-                            kind: t.kind.unwrap_or_default(),
-                            name: t.name.unwrap_or_default(),
-                            namespace: t.namespace,
-                            uid: t.uid,
+                            kind: intern(t.kind.as_deref().unwrap_or_default()),
+                            name: t.name.unwrap_or_default().into_boxed_str(),
+                            namespace: t.namespace.as_deref().map(intern),
                         }),
-                        node_name: e.node_name,
+                        node_name: e.node_name.as_deref().map(intern),
                     }
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            // One per pod of the cluster: no spare capacity.
+            let mut endpoints = endpoints;
+            endpoints.shrink_to_fit();
+            ports.shrink_to_fit();
             Ok(EndpointSlice {
                 name,
                 namespace,

@@ -137,12 +137,12 @@ impl<'a> KnownCluster<'a> {
             .endpoints_with_address(ip, None)
             .into_iter()
             .find_map(|r| {
-                let t = r.endpoint.target_ref.as_ref().filter(|t| t.kind == "Pod")?;
+                let t = r.endpoint.target_ref.as_ref().filter(|t| t.is_pod())?;
                 let ns = t
                     .namespace
-                    .clone()
-                    .unwrap_or_else(|| r.slice.namespace.clone());
-                Some((ns, t.name.clone()))
+                    .as_deref()
+                    .map_or_else(|| r.slice.namespace.clone(), str::to_string);
+                Some((ns, t.name.to_string()))
             })
     }
 

@@ -373,13 +373,13 @@ fn describe_destination(id: &mut Identity, state: &KnownCluster<'_>, to: SocketA
                 && let Some(r) = endpoint_of.iter().find(|r| names_pod(r))
                 && let Some(t) = &r.endpoint.target_ref
             {
-                id.dst_pod = Some(t.name.clone());
+                id.dst_pod = Some(t.name.to_string());
                 id.dst_namespace = Some(
                     t.namespace
-                        .clone()
-                        .unwrap_or_else(|| r.slice.namespace.clone()),
+                        .as_deref()
+                        .map_or_else(|| r.slice.namespace.clone(), str::to_string),
                 );
-                id.dst_node.clone_from(&r.endpoint.node_name);
+                id.dst_node = r.endpoint.node_name.as_deref().map(str::to_string);
                 id.dst_ready = Some(r.endpoint.ready);
             }
             endpoint_services(id, &endpoint_of);
@@ -388,10 +388,7 @@ fn describe_destination(id: &mut Identity, state: &KnownCluster<'_>, to: SocketA
 }
 
 fn names_pod(r: &EndpointRef<'_>) -> bool {
-    r.endpoint
-        .target_ref
-        .as_ref()
-        .is_some_and(|t| t.kind == "Pod")
+    r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod())
 }
 
 fn describe_backend(id: &mut Identity, state: &KnownCluster<'_>, backend: SocketAddr) {

@@ -27,8 +27,8 @@ use super::{
     backoff::Backoff,
     cluster::{Item, ModelError},
     watch::{
-        KINDS, Say, Shared, count_request, forget_said, mark_current, mark_failed, store_delete,
-        store_list, store_upsert,
+        KINDS, Say, Shared, Stored, Version, count_request, forget_said, mark_current, mark_failed,
+        store_delete, store_list, store_upsert, stored_at,
     },
 };
 
@@ -119,11 +119,24 @@ where
             .list(&params)
             .await
             .map_err(|e| Failure::from_kube(&e, f.url))?;
-        items.extend(
-            list.items
-                .into_iter()
-                .filter_map(|o| to_item(o, f.kind, f.say)),
-        );
+        for obj in list.items {
+            let key = key_of(&obj);
+            let resource_version = Version::of(&obj.resource_version().unwrap_or_default());
+            // Unchanged since the last list: the object already in the store, not a copy.
+            let item = match stored_at(shared, f.kind, &key, resource_version) {
+                Some(item) => Some(item),
+                None => to_model(obj, f.kind, &key, f.say),
+            };
+            if let Some(item) = item {
+                items.insert(
+                    key.into_boxed_str(),
+                    Stored {
+                        resource_version,
+                        item,
+                    },
+                );
+            }
+        }
         continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
         if continue_token.is_none() {
             store_list(shared, f.kind, items);
@@ -159,8 +172,13 @@ where
                         events += 1;
                         *resource_version = obj.resource_version().unwrap_or_default();
                         let key = key_of(&obj);
+                        let stored_version = Version::of(resource_version);
                         if let Some(item) = to_model(obj, f.kind, &key, f.say) {
-                            store_upsert(shared, f.kind, key, item);
+                            let stored = Stored {
+                                resource_version: stored_version,
+                                item,
+                            };
+                            store_upsert(shared, f.kind, key, stored);
                         }
                     }
                     Some(Ok(WatchEvent::Deleted(obj))) => {
@@ -202,15 +220,6 @@ where
 /// `namespace/name`, the key of the stores.
 fn key_of<K: Resource>(obj: &K) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
-}
-
-fn to_item<K>(obj: K, kind: usize, say: &Say) -> Option<(String, Item)>
-where
-    K: Resource,
-    Item: TryFrom<K, Error = ModelError>,
-{
-    let key = key_of(&obj);
-    to_model(obj, kind, &key, say).map(|item| (key, item))
 }
 
 /// The object in the model; `None` for one the model cannot hold (said).

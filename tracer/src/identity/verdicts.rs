@@ -145,7 +145,7 @@ pub fn service_lists_no_live_pod(
             .and_then(|p| p.port)
             .unwrap_or(port.port);
         for e in &slice.endpoints {
-            let gone = e.target_ref.as_ref().filter(|t| t.kind == "Pod");
+            let gone = e.target_ref.as_ref().filter(|t| t.is_pod());
             for ip in &e.addresses {
                 if let Some(t) = gone
                     && state.no_live_pod_at(*ip)
@@ -352,10 +352,7 @@ pub fn dns_server_is_no_live_pod(
 }
 
 fn names_a_pod(r: &EndpointRef<'_>) -> bool {
-    r.endpoint
-        .target_ref
-        .as_ref()
-        .is_some_and(|t| t.kind == "Pod")
+    r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod())
 }
 
 /// ` (Deployment webhooks-worker)`, or nothing for a pod without owner.

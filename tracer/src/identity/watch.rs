@@ -116,9 +116,31 @@ pub(super) struct Health {
     recovery_said: bool,
 }
 
+/// An object in a store, with the `resourceVersion` it was read at: a relist keeps the objects
+/// that did not change (no second copy of the cluster while it runs).
+pub(super) struct Stored {
+    pub(super) resource_version: Version,
+    pub(super) item: Item,
+}
+
+/// A `resourceVersion`, which the API says to compare only for equality: kept as a 64-bit hash
+/// (FNV-1a), not a string per object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Version(u64);
+
+impl Version {
+    pub(super) fn of(resource_version: &str) -> Version {
+        let mut hash = 0xcbf2_9ce4_8422_2325_u64;
+        for byte in resource_version.bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Version(hash)
+    }
+}
+
 pub(super) struct Inner {
     state: Arc<ClusterState>,
-    stores: [HashMap<String, Item>; 4],
+    stores: [HashMap<Box<str>, Stored>; 4],
     /// Nodes deleted since the start, newest last (at most `DEPARTED_NODES_KEPT`).
     departed: Vec<Arc<super::cluster::Node>>,
     dirty: bool,
@@ -331,12 +353,14 @@ fn publish_if_dirty(shared: &Shared, say: &Say) -> Duration {
     let items: Vec<Item> = inner
         .stores
         .iter()
-        .flat_map(|s| s.values().cloned())
+        .flat_map(|s| s.values().map(|stored| stored.item.clone()))
         .collect();
-    inner.state =
-        Arc::new(ClusterState::from_items(items).with_departed_nodes(inner.departed.clone()));
+    let state = ClusterState::from_items(items).with_departed_nodes(inner.departed.clone());
+    let old = std::mem::replace(&mut inner.state, Arc::new(state));
+    let mut listed = false;
     for (kind, health) in inner.health.iter_mut().enumerate() {
         if std::mem::take(&mut health.list_pending) {
+            listed = true;
             health.listed = true;
             // After a failure, current once a watch has been healthy too (`mark_current`).
             if health.failing_since.is_none() {
@@ -345,26 +369,58 @@ fn publish_if_dirty(shared: &Shared, say: &Say) -> Duration {
         }
     }
     inner.last_build = started.elapsed();
-    inner.last_build
+    let built = inner.last_build;
+    drop(inner);
+    drop(old);
+    if listed {
+        release_free_memory();
+    }
+    built
+}
+
+/// Hands back to the system the memory a list left free: glibc keeps the freed pages of a
+/// thread's arena (the pages of a list, the objects a relist replaced), musl returns them itself.
+fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; no pointer is handed over.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The stored object of `kind` at `key` when it is at `resource_version`.
+pub(super) fn stored_at(
+    shared: &Shared,
+    kind: usize,
+    key: &str,
+    resource_version: Version,
+) -> Option<Item> {
+    let inner = lock(shared);
+    let stored = inner.stores[kind].get(key)?;
+    (stored.resource_version == resource_version).then(|| stored.item.clone())
 }
 
 /// A list of `kind` arrived: it replaces the store, published at the next tick.
-pub(super) fn store_list(shared: &Shared, kind: usize, items: HashMap<String, Item>) {
+pub(super) fn store_list(shared: &Shared, kind: usize, items: HashMap<Box<str>, Stored>) {
     let mut inner = lock(shared);
     inner.stores[kind] = items;
     inner.health[kind].list_pending = true;
     inner.dirty = true;
 }
 
-pub(super) fn store_upsert(shared: &Shared, kind: usize, key: String, item: Item) {
+pub(super) fn store_upsert(shared: &Shared, kind: usize, key: String, stored: Stored) {
     let mut inner = lock(shared);
-    inner.stores[kind].insert(key, item);
+    inner.stores[kind].insert(key.into_boxed_str(), stored);
     inner.dirty = true;
 }
 
 pub(super) fn store_delete(shared: &Shared, kind: usize, key: &str) {
     let mut inner = lock(shared);
-    if let Some(Item::Node(node)) = inner.stores[kind].remove(key) {
+    if let Some(Stored {
+        item: Item::Node(node),
+        ..
+    }) = inner.stores[kind].remove(key)
+    {
         if inner.departed.len() == DEPARTED_NODES_KEPT {
             inner.departed.remove(0);
         }
