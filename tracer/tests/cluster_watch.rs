@@ -468,6 +468,17 @@ fn a_broken_api_is_backed_off(fault: Fault, relists: bool) {
         4,
         "{fault:?}: each kind says its cause once: {warnings:#?}"
     );
+    // A watch that opens and breaks a moment later never counts as following again (the poll
+    // above can miss a current spell of a few milliseconds; the client's own word cannot).
+    let recovered: Vec<String> = said
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("following") && l.contains("again"))
+        .collect();
+    assert!(
+        recovered.is_empty(),
+        "{fault:?}: said current while broken: {recovered:#?}"
+    );
 
     fx.set_fault(Fault::None);
     // At most the step being waited (25.6 s at this point) and the healthy watch it takes.

@@ -60,13 +60,14 @@ pub enum Fault {
     Hang,
     /// Every request is answered with this HTTP status and a `Status` body.
     Status(u16),
-    /// Watches answer `200`, then a line that is not JSON (a proxy's error page), then nothing.
+    /// Watches answer `200`, then (after [`BROKEN_AFTER`]) a line that is not JSON (a proxy's
+    /// error page), then nothing.
     WatchNotJson,
-    /// Watches answer `200`, then an `ERROR` event with code 500, and end.
+    /// Watches answer `200`, then (after [`BROKEN_AFTER`]) an `ERROR` event with code 500, and end.
     WatchError500,
     /// Watches are answered `410 Gone`.
     WatchGone,
-    /// Watches answer `200`, then an `ERROR` event with code 410, and end.
+    /// Watches answer `200`, then (after [`BROKEN_AFTER`]) an `ERROR` event with code 410, and end.
     WatchGoneEvent,
 }
 
@@ -386,6 +387,10 @@ enum Answer {
     BrokenWatch(Vec<String>, bool),
 }
 
+/// How long a broken watch ([`Fault::WatchNotJson`], [`Fault::WatchError500`],
+/// [`Fault::WatchGoneEvent`]) streams nothing after its `200`.
+const BROKEN_AFTER: Duration = Duration::from_millis(200);
+
 struct WatchFrom {
     kind: Kind,
     namespace: Option<String>,
@@ -438,6 +443,9 @@ fn serve(mut conn: TcpStream, shared: &Shared, generation: u64) {
             if !http::start_stream(&mut conn) {
                 return;
             }
+            // Broken a moment after the 200, as a proxy's or an etcd's failure is: long enough
+            // for a client that takes the 200 for health to say so.
+            std::thread::sleep(BROKEN_AFTER);
             for line in lines {
                 if !http::send_line(&mut conn, &line) {
                     return;
