@@ -7,8 +7,18 @@
 //! - `kernels [--kernel K]`: the kernel matrix alone: the real-kernel scenarios on the host and in
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
-//! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
+//! - `bench [--quick] [--api-only]`: what the tracer costs next to no tracer, `conntrack -E` and
+//!   bpftrace (root); what one tracer asks of the Kubernetes API server (`bench_api.rs`).
+//!
+//! `api_fixture` is the tests crate's fake API server, included as a module.
+#[path = "../../tests/src/api_fixture/mod.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the tests crate and the tracer's tests, which use the rest"
+)]
+mod api_fixture;
 mod bench;
+mod bench_api;
 mod clippy;
 mod dist;
 mod image;

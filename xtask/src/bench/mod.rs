@@ -6,6 +6,8 @@
 //! - `peers`: the tracer, `conntrack -E` and a bpftrace printer as child processes.
 //! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
 //! - `report`: the tracer's JSON output, medians, the final table.
+//! The API section (requests to the API server, the cluster model's memory) is `bench_api.rs`
+//! beside this directory; `--api-only` runs it alone, without root.
 //!
 //! Rounds are interleaved (none, tracer, conntrack, bpftrace, then the next cycle starting one peer
 //! later) and each peer's rate is compared with the no-tracer round of the same cycle, so slow drifts
@@ -20,7 +22,7 @@
 mod kstats;
 mod load;
 mod peers;
-mod report;
+pub(crate) mod report;
 mod testbed;
 mod tracefs;
 
@@ -96,6 +98,10 @@ pub struct BenchArgs {
     /// Only the connect rounds and the completeness round (skip pipeline, latency and flood).
     #[arg(long)]
     pub connect_only: bool,
+    /// Only the API section (requests to the API server and the cluster model's memory on a
+    /// 150,000-pod cluster); needs no root.
+    #[arg(long, conflicts_with = "connect_only")]
+    pub api_only: bool,
 }
 
 /// The kernel programs' time per connect of the storm, every program attached.
@@ -143,6 +149,9 @@ impl Drop for WorkDir {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.api_only {
+        return crate::bench_api::run_alone(args.quick);
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("cargo xtask bench needs root (network namespaces, eBPF)");
@@ -184,6 +193,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     check_interrupted()?;
     eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
     cluster_model(&tracer, &mut table)?;
+    check_interrupted()?;
+    crate::bench_api::section(&tracer, args.quick, &mut table)?;
     check_interrupted()?;
     eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
     metrics_scrape(&tracer, &mut table)?;
