@@ -8,6 +8,7 @@ use super::{Entry, Snapshot, Source, Unread, proto_name};
 use crate::{
     clock::Timestamp,
     identity::{
+        cluster::TargetRef,
         known::{KnownCluster, PodAt},
         source::ClusterView,
     },
@@ -199,7 +200,10 @@ fn judge_entry(state: &KnownCluster<'_>, source: Source, e: &Entry, time: Timest
         Some(r)
             if !is_node
                 && state.without_asking(|s| s.no_live_pod_at(ip))
-                && r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod()) =>
+                && r.endpoint
+                    .target_ref
+                    .as_ref()
+                    .is_some_and(TargetRef::is_pod) =>
         {
             StaleReason::PodGone
         }

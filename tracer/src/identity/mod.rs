@@ -388,7 +388,10 @@ fn describe_destination(id: &mut Identity, state: &KnownCluster<'_>, to: SocketA
 }
 
 fn names_pod(r: &EndpointRef<'_>) -> bool {
-    r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod())
+    r.endpoint
+        .target_ref
+        .as_ref()
+        .is_some_and(cluster::TargetRef::is_pod)
 }
 
 fn describe_backend(id: &mut Identity, state: &KnownCluster<'_>, backend: SocketAddr) {

@@ -16,7 +16,7 @@
 use std::{fmt::Write as _, net::SocketAddr};
 
 use super::{
-    cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service},
+    cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service, TargetRef},
     known::KnownCluster,
 };
 use crate::verdict::{RefusedBy, Verdict};
@@ -352,7 +352,10 @@ pub fn dns_server_is_no_live_pod(
 }
 
 fn names_a_pod(r: &EndpointRef<'_>) -> bool {
-    r.endpoint.target_ref.as_ref().is_some_and(|t| t.is_pod())
+    r.endpoint
+        .target_ref
+        .as_ref()
+        .is_some_and(TargetRef::is_pod)
 }
 
 /// ` (Deployment webhooks-worker)`, or nothing for a pod without owner.

@@ -459,8 +459,8 @@ pub(super) fn mark_failed(
     }
     say(&format!(
         "tracer: warning: Kubernetes API: cannot {what} {}: {failure}; tracing goes on, pod and \
-         Service names are marked stale until it answers (next try in {:.1} s, backing off to at \
-         most {} s)",
+         Service names are marked stale until it answers (next try in {:.1} s; waits double up \
+         to {} s, each plus up to as much again at random)",
         KINDS[kind],
         retry_in.as_secs_f64(),
         super::backoff::CAP.as_secs()
