@@ -9,6 +9,8 @@
 //! - `clippy`: lints for the host crates and the eBPF crate.
 //! - `bench [--quick] [--api-only]`: what the tracer costs next to no tracer, `conntrack -E` and
 //!   bpftrace (root); what one tracer asks of the Kubernetes API server (`bench_api.rs`).
+//! - `soak --minutes N`: the tracer for N minutes under mixed load, with the API server and
+//!   Prometheus misbehaving on a schedule (`soak.rs`, root; not in CI).
 //!
 //! `api_fixture` is the tests crate's fake API server, included as a module.
 #[path = "../../tests/src/api_fixture/mod.rs"]
@@ -26,6 +28,7 @@ mod kernels;
 mod run;
 mod setup;
 mod shell;
+mod soak;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -63,6 +66,9 @@ enum Command {
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
     /// completeness, pipeline throughput, memory under a SYN flood, detection latency (root).
     Bench(bench::BenchArgs),
+    /// The tracer for N minutes under mixed load, with the fake API server and Prometheus
+    /// misbehaving on a schedule: RSS slope, records lost, requests made (root; not in CI).
+    Soak(soak::SoakArgs),
     /// Internal to `bench`: holds a share of the SYN flood (one process per 19k sockets).
     #[command(hide = true)]
     BenchFloodWorker { ns: String, port: u16, count: u64 },
@@ -77,7 +83,9 @@ fn main() -> anyhow::Result<()> {
         Command::Image => image::run_image(),
         Command::Kernels(args) => test::kernels(&args),
         Command::Clippy => clippy::all(),
+        Command::Bench(args) if args.api_only => bench_api::run_alone(args.quick),
         Command::Bench(args) => bench::run(&args),
+        Command::Soak(args) => soak::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
     }
 }

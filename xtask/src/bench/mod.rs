@@ -6,6 +6,7 @@
 //! - `peers`: the tracer, `conntrack -E` and a bpftrace printer as child processes.
 //! - `kstats`: BPF run-time stats, map memory, RSS of the tracer.
 //! - `report`: the tracer's JSON output, medians, the final table.
+//!
 //! The API section (requests to the API server, the cluster model's memory) is `bench_api.rs`
 //! beside this directory; `--api-only` runs it alone, without root.
 //!
@@ -20,10 +21,10 @@
 )]
 
 mod kstats;
-mod load;
+pub(crate) mod load;
 mod peers;
 pub(crate) mod report;
-mod testbed;
+pub(crate) mod testbed;
 mod tracefs;
 
 use std::{
@@ -49,6 +50,10 @@ use crate::{
 };
 
 #[derive(Debug, clap::Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line switches"
+)]
 pub struct BenchArgs {
     /// About 2 minutes: 3 cycles of 3 s rounds (default: 8 cycles of 5 s, about 5 minutes).
     #[arg(long)]
@@ -149,9 +154,6 @@ impl Drop for WorkDir {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.api_only {
-        return crate::bench_api::run_alone(args.quick);
-    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("cargo xtask bench needs root (network namespaces, eBPF)");
@@ -191,9 +193,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     );
     pipeline(&tracer, args.pipeline_events, &mut table)?;
     check_interrupted()?;
-    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
     cluster_model(&tracer, &mut table)?;
-    check_interrupted()?;
     crate::bench_api::section(&tracer, args.quick, &mut table)?;
     check_interrupted()?;
     eprintln!("bench: serving a scrape of a 2000-series --metrics endpoint");
@@ -311,6 +311,7 @@ fn tracefs_for_bpftrace(plan: &mut RoundPlan, table: &mut Table) -> Option<trace
 /// and object by object (as the live watch builds it), each in a process of its own.
 fn cluster_model(tracer: &Path, table: &mut Table) -> anyhow::Result<()> {
     const TARGET_MIB: f64 = 200.0;
+    eprintln!("bench: the cluster model of a generated 70k-pod snapshot");
     let file = std::env::temp_dir().join(format!("bhb-bench-snapshot-{}.json", std::process::id()));
     let run = |args: &[&str]| -> anyhow::Result<serde_json::Value> {
         let out = Command::new(tracer)
