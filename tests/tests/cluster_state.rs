@@ -223,6 +223,8 @@ fn cluster_state_from_the_api_names_the_same_pods_as_the_file() {
         bed.client.name(),
         "--kubeconfig",
         kubeconfig.to_str().expect("path"),
+        "--node-name",
+        "node-a",
     ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
     // The first lists may still be on their way right after attach (those records say `identity_stale`):
@@ -269,6 +271,8 @@ fn cluster_state_api_unreachable_keeps_tracing_with_stale_names() {
         bed.client.name(),
         "--kubeconfig",
         kubeconfig.to_str().expect("path"),
+        "--node-name",
+        "node-a",
     ]);
     let dst = SocketAddr::from(SocketAddrV4::new(bed.server_ip, 8080));
     let err = connect_from(&bed.client, "tc-capi", dst, Duration::from_secs(3))
@@ -282,11 +286,31 @@ fn cluster_state_api_unreachable_keeps_tracing_with_stale_names() {
     let _ = std::fs::remove_file(&kubeconfig);
     assert_eq!(r["identity_source"], "api", "{r}");
     assert_eq!(r["identity_stale"], true, "{r}");
-    assert!(
-        tracer.stderr().contains("Kubernetes API: cannot"),
-        "says so on stderr: {}",
-        tracer.stderr()
+    // Issue 27: the message names the address and the OS error, once per kind.
+    let refused = format!(
+        "cannot reach the API server at http://127.0.0.1:{port}: Connection refused (os error 111)"
     );
+    let stderr = tracer.stderr();
+    assert_eq!(
+        stderr.matches(&refused).count(),
+        4,
+        "once per kind, with the address and the OS error: {stderr}"
+    );
+    // A quiet period: no record needs a name, and the stats records still say they are stale.
+    std::thread::sleep(Duration::from_secs(2));
+    let (_, records, _) = tracer.stop();
+    let stats = records
+        .iter()
+        .rfind(|v| v["kind"] == "stats" && v["final"] == true)
+        .expect("a final stats record");
+    let identity = &stats["identity"];
+    assert_eq!(identity["source"], "api", "{stats}");
+    assert_eq!(identity["stale"], true, "{stats}");
+    assert!(identity["age_s"].as_u64() >= Some(2), "{stats}");
+    for kind in ["pods", "services", "endpointslices", "nodes"] {
+        let failures = identity["api"]["requests"][kind]["failures"].as_u64();
+        assert!(failures >= Some(1), "{kind}: {stats}");
+    }
 }
 
 #[test]
@@ -313,7 +337,13 @@ fn cluster_state_malformed_file_or_unreadable_kubeconfig_is_a_clear_error() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     let (code, stderr) = run_to_exit(
-        &["trace", "--kubeconfig", "/nonexistent/kubeconfig"],
+        &[
+            "trace",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--node-name",
+            "node-a",
+        ],
         &[],
         &[],
     );
@@ -323,4 +353,39 @@ fn cluster_state_malformed_file_or_unreadable_kubeconfig_is_a_clear_error() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Issue 29: with the API, the tracer follows only its node's pods, so it needs the node's name;
+/// without it, a clear error before anything is attached.
+#[test]
+fn cluster_state_api_without_a_node_name_is_a_clear_error() {
+    let api = ApiFixture::start();
+    let kubeconfig = api.kubeconfig(
+        &std::env::temp_dir(),
+        &format!("tracer-kubeconfig-nonode-{}", std::process::id()),
+    );
+    let (code, stderr) = run_to_exit(
+        // Bounded, should a tracer ever start without the name.
+        &[
+            "trace",
+            "--duration",
+            "3",
+            "--kubeconfig",
+            kubeconfig.to_str().expect("path"),
+        ],
+        &[("NODE_NAME", "")],
+        &[],
+    );
+    let _ = std::fs::remove_file(&kubeconfig);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("tracer: error: --kubeconfig and --in-cluster need this node's name"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("attached"), "{stderr}");
+    assert!(
+        api.log().is_empty(),
+        "nothing asked of the API: {:?}",
+        api.log()
+    );
 }

@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 
 use tracer::{
     args::{DemoArgs, ReplayArgs, SummaryArgs, SweepArgs, TraceArgs, TuiArgs},
+    bench_cluster_api::BenchClusterApiArgs,
     bench_cluster_model::BenchClusterModelArgs,
     bench_metrics::BenchMetricsArgs,
     bench_pipeline::BenchPipelineArgs,
@@ -44,6 +45,10 @@ pub enum Command {
     /// Load time and memory of the cluster model for a large snapshot (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchClusterModel(BenchClusterModelArgs),
+    /// The live cluster source of one node against an API server: memory and requests (for
+    /// `cargo xtask bench`).
+    #[command(hide = true)]
+    BenchClusterApi(BenchClusterApiArgs),
     /// Time to serve a scrape of the `--metrics` endpoint (for `cargo xtask bench`).
     #[command(hide = true)]
     BenchMetrics(BenchMetricsArgs),

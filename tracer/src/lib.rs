@@ -18,7 +18,7 @@
 //! the entries no EndpointSlice backs (`stale_datapath`).
 //! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
 //! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
-//! `bench_pipeline.rs`, `bench_cluster_model.rs` and `bench_metrics.rs` are hidden benchmarks
+//! `bench_pipeline.rs`, `bench_cluster_model.rs`, `bench_cluster_api.rs` and `bench_metrics.rs` are hidden benchmarks
 //! (`cargo xtask bench`).
 #![allow(
     clippy::missing_errors_doc,
@@ -29,6 +29,7 @@
 
 pub mod addr_text;
 pub mod args;
+pub mod bench_cluster_api;
 pub mod bench_cluster_model;
 pub mod bench_metrics;
 pub mod bench_pipeline;
@@ -43,6 +44,7 @@ pub mod enrich;
 pub mod filter;
 pub mod flows;
 pub mod fs_type;
+pub mod held;
 pub mod identity;
 pub mod incidents;
 pub mod kernel;

@@ -260,7 +260,9 @@ fn write_final(
     sink: &mut dyn Sink,
 ) -> io::Result<()> {
     let _ = drain(kernel, pipeline, sink);
-    let counted = ignore_broken_pipe(pipeline.write_last_counts(kernel, sink));
+    // Records held for an on-demand name go out now, with what is known.
+    let counted = ignore_broken_pipe(pipeline.stages.release_held(sink, true))
+        .and_then(|()| ignore_broken_pipe(pipeline.write_last_counts(kernel, sink)));
     let stats = pipeline.stats(kernel, true);
     let lost = stats.dropped.total();
     let written = counted
@@ -400,6 +402,10 @@ fn drain(
         pipeline.stages.process(&item, sink)?;
         any = true;
     }
+    if !pipeline.stages.held.is_empty() {
+        pipeline.stages.release_held(sink, false)?;
+        any = true;
+    }
     Ok(any)
 }
 
@@ -500,12 +506,22 @@ fn final_stats_text(s: &crate::record::StatsRecord) -> String {
 /// Cluster state from the file or the API the options name (errors here stop the tracer before it
 /// attaches; an unreachable API does not: names are marked stale), and cgroup paths.
 async fn identities(args: &PipelineArgs) -> anyhow::Result<Identities> {
+    let live_node =
+        || {
+            args.node_name.as_deref().filter(|n| !n.is_empty()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--kubeconfig and --in-cluster need this node's name, to follow only its pods: \
+                 pass --node-name NAME (the name `kubectl get nodes` shows for this machine), or \
+                 set NODE_NAME (a DaemonSet sets it from the downward API, fieldRef spec.nodeName)"
+            )
+        })
+        };
     let cluster = if let Some(path) = &args.cluster_state {
         Some(ClusterSource::from_file(path)?)
     } else if let Some(path) = &args.kubeconfig {
-        Some(ClusterSource::from_kubeconfig(path).await?)
+        Some(ClusterSource::from_kubeconfig(path, live_node()?).await?)
     } else if args.in_cluster {
-        Some(ClusterSource::in_cluster()?)
+        Some(ClusterSource::in_cluster(live_node()?)?)
     } else {
         None
     };

@@ -2,7 +2,9 @@
 mod cli;
 
 use std::process::ExitCode;
-use tracer::{bench_cluster_model, bench_metrics, bench_pipeline, demo, live, sweep, tui};
+use tracer::{
+    bench_cluster_api, bench_cluster_model, bench_metrics, bench_pipeline, demo, live, sweep, tui,
+};
 
 use clap::Parser as _;
 
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
     let bench = match &cli.command {
         cli::Command::BenchPipeline(args) => Some(bench_pipeline::run(args)),
         cli::Command::BenchClusterModel(args) => Some(bench_cluster_model::run(args)),
+        cli::Command::BenchClusterApi(args) => Some(bench_cluster_api::run(args)),
         cli::Command::BenchMetrics(args) => Some(bench_metrics::run(args)),
         _ => None,
     };
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         cli::Command::Demo(args) => runtime.block_on(demo::run(args)),
         cli::Command::BenchPipeline(_)
         | cli::Command::BenchClusterModel(_)
+        | cli::Command::BenchClusterApi(_)
         | cli::Command::BenchMetrics(_) => Ok(()),
     };
     exit_code(result)

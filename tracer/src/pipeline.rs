@@ -19,6 +19,7 @@ use crate::{
     enrich::{self, Enricher, destinations},
     filter::DestinationFilter,
     flows::FlowTable,
+    held::{HeldRecords, Pending},
     identity::Identities,
     netns::NetnsNames,
     record::{Record, StaleNatRecord},
@@ -50,6 +51,8 @@ pub struct Stages {
     pub route_check: RouteCheck,
     /// The node's Service rules judged against the EndpointSlices.
     pub datapath: Audit,
+    /// Records waiting for a pod lookup.
+    pub held: HeldRecords,
     /// Records received from the kernel.
     pub events: u64,
     pub decode_errors: u64,
@@ -74,6 +77,7 @@ impl Stages {
             dns: DnsTracker::new(options.dns_timeout, options.dns_stuck_after),
             route_check: RouteCheck::default(),
             datapath: Audit::default(),
+            held: HeldRecords::default(),
             events: 0,
             decode_errors: 0,
         }
@@ -135,7 +139,28 @@ impl Stages {
                 .record(Instant::now(), v.service, v.backend, flow.verdict.kind());
         }
         let record = self.enricher.connect_record(&flow, via);
-        sink.write(&Record::Connect(record))
+        let waits_for = self.enricher.identities.take_waiting();
+        if waits_for.is_empty() {
+            return sink.write(&Record::Connect(record));
+        }
+        let pending = Pending::Connect {
+            flow: Box::new(flow),
+            via,
+        };
+        self.held.hold(pending, waits_for, Instant::now());
+        Ok(())
+    }
+
+    /// The held records whose lookups were answered or whose wait is over (every one with
+    /// `all`, at exit).
+    pub fn release_held(&mut self, sink: &mut dyn Sink, all: bool) -> io::Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        for record in self.held.release(&mut self.enricher, Instant::now(), all) {
+            sink.write(&record)?;
+        }
+        Ok(())
     }
 
     /// A socket (or handshake) whose replies are not acknowledged: live, or its end.
@@ -212,7 +237,18 @@ impl Stages {
                     self.dns.stats.malformed += 1;
                 }
                 let record = self.enricher.dns_record(&query, outcome, at_ns, via);
-                sink.write(&Record::Dns(record))
+                let waits_for = self.enricher.identities.take_waiting();
+                if waits_for.is_empty() {
+                    return sink.write(&Record::Dns(record));
+                }
+                let pending = Pending::Dns {
+                    query: Box::new(query),
+                    outcome,
+                    at_ns,
+                    via,
+                };
+                self.held.hold(pending, waits_for, Instant::now());
+                Ok(())
             }
             Finding::StuckSocket(stuck) => {
                 let q = &stuck.latest;
@@ -282,9 +318,17 @@ impl Stages {
     /// against the cluster state as of now.
     pub fn write_datapath(&mut self, snapshot: Snapshot, sink: &mut dyn Sink) -> io::Result<()> {
         self.enricher.rule_backends.update(&snapshot);
-        let view = self.enricher.identities.cluster_view();
         let time = Timestamp(std::time::SystemTime::now());
-        for record in self.datapath.judge(snapshot, view.as_ref(), time) {
+        let audit = &mut self.datapath;
+        let records = if self.enricher.identities.has_cluster() {
+            self.enricher
+                .identities
+                .with_known(|view, known| audit.judge(snapshot, Some((view, known)), time))
+                .unwrap_or_default()
+        } else {
+            audit.judge(snapshot, None, time)
+        };
+        for record in records {
             sink.write(&Record::StaleDatapath(record))?;
         }
         Ok(())

@@ -356,6 +356,41 @@ pub struct DnsStats {
     pub malformed: u64,
 }
 
+/// Where pod and Service names come from and how fresh they are, in every `stats` record: a
+/// consumer sees that names are stale even while no record needs one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityStats {
+    /// `file` (`--cluster-state`) or `api` (`--kubeconfig`, `--in-cluster`).
+    pub source: String,
+    /// Seconds since the file was written, or since the API was last known in sync (0 in sync).
+    pub age_s: u64,
+    /// The API is unreachable, not listed yet, or its watches are failing.
+    pub stale: bool,
+    /// What this tracer asked of the API server since the start (`api` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<ApiStats>,
+}
+
+/// Requests to the API server since the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiStats {
+    /// By kind (`pods`, `services`, `endpointslices`, `nodes`): the list+watch requests.
+    pub requests: std::collections::BTreeMap<String, KindRequests>,
+    /// Pods looked up on demand for failing records.
+    pub lookups: crate::identity::pod_lookup::LookupStats,
+    /// Records waiting for a lookup right now.
+    pub held_records: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindRequests {
+    /// List requests, one per page.
+    pub lists: u64,
+    pub watches: u64,
+    /// Requests that failed and watch streams that broke.
+    pub failures: u64,
+}
+
 /// Tracer health: totals since start, and everything that was lost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsRecord {
@@ -385,6 +420,9 @@ pub struct StatsRecord {
     /// trackers before it was said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_lb: Option<SocketLbStats>,
+    /// With cluster state: where names come from, how fresh they are, what the API was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentityStats>,
     /// `--node-name` (a `DaemonSet`'s downward API), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,

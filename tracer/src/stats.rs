@@ -59,6 +59,7 @@ pub fn record(
             .cilium
             .as_ref()
             .map(|cilium| socket_lb(kernel, cilium)),
+        identity: stages.enricher.identities.stats(stages.held.len() as u64),
         kernel: with_kernel.then(|| kernel.capabilities.info()),
         node,
         is_final,

@@ -165,7 +165,7 @@ fn webhooks_worker_is_endpoint_of_service() {
         assert_eq!(r.slice.name, "webhooks-5lq8t");
         assert!(r.endpoint.ready);
         let t = r.endpoint.target_ref.as_ref().unwrap();
-        assert_eq!((t.kind.as_str(), t.name.as_str()), ("Pod", name));
+        assert_eq!((&*t.kind, &*t.name), ("Pod", name));
         assert_eq!(r.port.map(|p| p.port), port.map(Some));
     }
     // Another port: the slice does not carry it.
@@ -320,9 +320,9 @@ fn file_service_backend_is_no_live_pod() {
     assert!(r.endpoint.ready, "the stale endpoint is still marked ready");
     assert_eq!(r.endpoint.node_name.as_deref(), Some("node-b"));
     let t = r.endpoint.target_ref.as_ref().unwrap();
-    assert_eq!(t.name, "file-resolver-5f8d7c6b4-9wz2k");
+    assert_eq!(&*t.name, "file-resolver-5f8d7c6b4-9wz2k");
     // The pod it names does not exist any more.
-    assert!(st.pod_by_uid(t.uid.as_deref().unwrap()).is_none());
+    assert!(st.pods().iter().all(|p| *p.name != *t.name));
 
     match st.describe(gone, 8012, Proto::Tcp) {
         AddressIdentity::Unknown {
@@ -500,16 +500,21 @@ fn target_port_int_or_string() {
 // ----------------------------------------------------------------- verdicts
 
 mod verdicts {
-    use tracer::identity::verdicts::*;
+    use tracer::identity::{known::KnownCluster, verdicts::*};
 
     use super::*;
+
+    /// A snapshot file has every pod: nothing is looked up.
+    fn known(st: &ClusterState) -> KnownCluster<'_> {
+        KnownCluster::complete(st)
+    }
 
     #[test]
     fn a_rst_from_a_worker_pod_selected_by_the_webhooks_service_names_pod_owner_service_and_selector()
      {
         let st = load("webhooks.json");
         let v = for_connect(
-            &st,
+            &known(&st),
             Verdict::Refused { by: RefusedBy::Rst },
             at("10.244.131.31:8080"),
             None,
@@ -528,7 +533,7 @@ mod verdicts {
     #[test]
     fn a_rst_from_a_web_pod_that_declares_the_port_says_nothing_listens() {
         let st = load("webhooks.json");
-        let v = endpoint_does_not_listen(&st, at("10.244.131.21:8080")).expect("verdict");
+        let v = endpoint_does_not_listen(&known(&st), at("10.244.131.21:8080")).expect("verdict");
         assert!(
             v.explanation
                 .contains("declares port 8080 but nothing listens"),
@@ -541,17 +546,20 @@ mod verdicts {
     fn a_rst_from_an_address_that_is_no_endpoint_has_no_cluster_verdict() {
         let st = load("webhooks.json");
         assert_eq!(
-            endpoint_does_not_listen(&st, at("10.244.131.31:9090")),
+            endpoint_does_not_listen(&known(&st), at("10.244.131.31:9090")),
             None
         );
-        assert_eq!(endpoint_does_not_listen(&st, at("93.184.216.34:443")), None);
+        assert_eq!(
+            endpoint_does_not_listen(&known(&st), at("93.184.216.34:443")),
+            None
+        );
     }
 
     #[test]
     fn an_unanswered_connect_to_the_deleted_resolver_ip_is_backend_is_no_live_pod() {
         let st = load("file-service.json");
         let v = for_connect(
-            &st,
+            &known(&st),
             Verdict::Abandoned,
             at("10.244.154.66:8012"),
             Some(at("10.96.31.1:80")),
@@ -572,8 +580,12 @@ mod verdicts {
     fn a_service_map_pointing_at_an_address_no_slice_lists_still_names_the_service() {
         // Incident 000: the slice was rewritten to the live resolver, the datapath kept the dead one.
         let st = load("file-service.json");
-        let v = backend_is_no_live_pod(&st, at("10.244.154.77:8012"), Some(at("10.96.31.1:80")))
-            .expect("verdict");
+        let v = backend_is_no_live_pod(
+            &known(&st),
+            at("10.244.154.77:8012"),
+            Some(at("10.96.31.1:80")),
+        )
+        .expect("verdict");
         assert!(
             v.explanation
                 .contains("Service app/file-service at 10.96.31.1:80"),
@@ -588,11 +600,11 @@ mod verdicts {
         );
         // Without a Service in between and no slice listing it, an unknown address is not accused.
         assert_eq!(
-            backend_is_no_live_pod(&st, at("93.184.216.34:443"), None),
+            backend_is_no_live_pod(&known(&st), at("93.184.216.34:443"), None),
             None
         );
         assert_eq!(
-            backend_is_no_live_pod(&st, at("10.244.154.77:8012"), None),
+            backend_is_no_live_pod(&known(&st), at("10.244.154.77:8012"), None),
             None
         );
     }
@@ -601,11 +613,16 @@ mod verdicts {
     fn live_pods_nodes_and_service_ips_are_not_backends_gone() {
         let st = load("file-service.json");
         assert_eq!(
-            for_connect(&st, Verdict::TimedOut, at("10.244.131.127:8012"), None),
+            for_connect(
+                &known(&st),
+                Verdict::TimedOut,
+                at("10.244.131.127:8012"),
+                None
+            ),
             None
         );
         assert_eq!(
-            for_connect(&st, Verdict::Slow, at("10.244.154.66:8012"), None),
+            for_connect(&known(&st), Verdict::Slow, at("10.244.154.66:8012"), None),
             None
         );
     }
@@ -613,7 +630,8 @@ mod verdicts {
     #[test]
     fn a_black_hole_through_a_cluster_ip_names_the_dead_endpoint_the_service_balances_to() {
         let st = load("file-service.json");
-        let v = for_connect(&st, Verdict::Unanswered, at("10.96.31.1:80"), None).expect("verdict");
+        let v = for_connect(&known(&st), Verdict::Unanswered, at("10.96.31.1:80"), None)
+            .expect("verdict");
         assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
         assert!(
             v.explanation.contains(
@@ -643,7 +661,7 @@ mod verdicts {
     #[test]
     fn unanswered_dns_to_a_deleted_coredns_pod_names_the_live_ones() {
         let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
-        let v = dns_server_is_no_live_pod(&st, at("10.244.1.7:53")).expect("verdict");
+        let v = dns_server_is_no_live_pod(&known(&st), at("10.244.1.7:53")).expect("verdict");
         assert_eq!(v.name, DNS_SERVER_IS_NO_LIVE_POD);
         assert!(v.explanation.starts_with(
             "No live pod has DNS server 10.244.1.7:53: EndpointSlice kube-dns-abcde still lists it for pod \
@@ -651,7 +669,7 @@ mod verdicts {
              coredns-5d78c9869d-r2xkq (10.244.1.9)."
         ), "{}", v.explanation);
         // A deleted DNS pod no slice lists any more: still in a pod range, still no pod.
-        let v = dns_server_is_no_live_pod(&st, at("10.244.1.8:53")).expect("verdict");
+        let v = dns_server_is_no_live_pod(&known(&st), at("10.244.1.8:53")).expect("verdict");
         assert!(
             v.explanation.contains("node node-a's pod range"),
             "{}",
@@ -662,9 +680,18 @@ mod verdicts {
     #[test]
     fn dns_to_a_live_pod_the_service_ip_or_outside_the_cluster_is_no_verdict() {
         let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
-        assert_eq!(dns_server_is_no_live_pod(&st, at("10.244.1.9:53")), None);
-        assert_eq!(dns_server_is_no_live_pod(&st, at("10.96.0.10:53")), None);
-        assert_eq!(dns_server_is_no_live_pod(&st, at("8.8.8.8:53")), None);
+        assert_eq!(
+            dns_server_is_no_live_pod(&known(&st), at("10.244.1.9:53")),
+            None
+        );
+        assert_eq!(
+            dns_server_is_no_live_pod(&known(&st), at("10.96.0.10:53")),
+            None
+        );
+        assert_eq!(
+            dns_server_is_no_live_pod(&known(&st), at("8.8.8.8:53")),
+            None
+        );
     }
 }
 

@@ -1,36 +1,77 @@
-//! The live list+watch client (`identity/watch.rs`) and the `--kubeconfig` source against the
-//! workspace's one fixture API server, `tests/src/api_fixture.rs` (a scripted stand-in speaking the
-//! API's JSON, not a real API server), included here as a module.
-use std::time::{Duration, Instant};
-
-use kube::Config;
-use serde_json::json;
-use tracer::identity::{
-    source::ClusterSource,
-    watch::{LiveCluster, LiveView},
+//! The live list+watch client (`identity/watch.rs`, `reflector.rs`) and the `--kubeconfig` source
+//! against the workspace's one fixture API server, `tests/src/api_fixture/` (a stand-in speaking
+//! the API's JSON, not a real API server), included here as a module: what it asks, how it backs
+//! off when the API misbehaves (issue 27), and what it says.
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
-#[path = "../../tests/src/api_fixture.rs"]
+use kube::Config;
+use serde_json::{Value, json};
+use tracer::identity::{
+    source::ClusterSource,
+    watch::{LiveCluster, LiveOptions, LiveView},
+};
+
+#[path = "../../tests/src/api_fixture/mod.rs"]
 #[allow(
     dead_code,
-    reason = "shared with the root tests crate, which uses the rest"
+    reason = "shared with the root tests crate and xtask, which use the rest"
 )]
 mod api_fixture;
 
-use api_fixture::ApiFixture;
+use api_fixture::{ApiFixture, Fault, Kind, Logged, Verb};
 
-fn pod(name: &str, ip: &str, ready: bool, rv: &str) -> serde_json::Value {
+const NODE: &str = "node-a";
+
+fn pod_on(name: &str, node: &str, ip: &str, ready: bool, rv: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "resourceVersion": rv},
-        "spec": {"containers": [{"name": "c"}], "nodeName": "node-a"},
+        "spec": {"containers": [{"name": "c"}], "nodeName": node},
         "status": {"phase": "Running", "podIP": ip,
                    "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
     })
 }
 
+fn pod(name: &str, ip: &str, ready: bool, rv: &str) -> Value {
+    pod_on(name, NODE, ip, ready, rv)
+}
+
+/// What the client said, collected.
+#[derive(Clone, Default)]
+struct Said(Arc<Mutex<Vec<String>>>);
+
+impl Said {
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("said").clone()
+    }
+}
+
+fn start(fx: &ApiFixture) -> (LiveCluster, Said) {
+    let said = Said::default();
+    let sink = said.clone();
+    let options = LiveOptions {
+        node_name: NODE.into(),
+        say: Arc::new(move |line| sink.0.lock().expect("said").push(line.to_string())),
+    };
+    let live =
+        LiveCluster::start(Config::new(fx.url().parse().expect("url")), options).expect("client");
+    (live, said)
+}
+
 fn wait_for(live: &LiveCluster, what: &str, ok: impl Fn(&LiveView) -> bool) -> LiveView {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    wait_within(live, Duration::from_secs(30), what, ok)
+}
+
+fn wait_within(
+    live: &LiveCluster,
+    limit: Duration,
+    what: &str,
+    ok: impl Fn(&LiveView) -> bool,
+) -> LiveView {
+    let deadline = Instant::now() + limit;
     loop {
         let view = live.view();
         if ok(&view) {
@@ -56,25 +97,27 @@ fn names(view: &LiveView) -> Vec<(String, bool)> {
     v
 }
 
-/// Against the fixture API server (see `tests/src/api_fixture.rs`: a scripted stand-in speaking the API's JSON,
-/// not a real API server): list, watch events, a bookmark that moves the resume point, a `410 Gone`
-/// in the stream and one on the watch request, each forcing a relist; then the server goes away
-/// and the names are kept but marked stale.
+const PODS: &str = "/api/v1/pods";
+const ON_NODE: &str = "fieldSelector=spec.nodeName=node-a";
+
+/// Against the fixture API server: list, watch events, a bookmark that moves the resume point, a
+/// `410 Gone` in the stream and one on the watch request, each forcing a relist (after a step of
+/// the backoff); then the server goes away and the names are kept but marked stale. Every pod
+/// request carries this node's field selector.
 #[test]
 fn follows_list_watch_bookmarks_and_relists_after_410_gone() {
     let a = |ready, rv| pod("web-a", "10.244.1.10", ready, rv);
     let fx = ApiFixture::start();
-    let pods = "/api/v1/pods";
     fx.list(
-        pods,
+        PODS,
         "100",
         vec![a(true, "90"), pod("web-b", "10.244.1.11", true, "95")],
     );
-    fx.watch(pods, vec![
+    fx.watch(PODS, vec![
         json!({"type": "ADDED", "object": pod("web-c", "10.244.1.12", true, "101")}),
         json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "150"}}}),
     ], false);
-    fx.watch(pods, vec![
+    fx.watch(PODS, vec![
         json!({"type": "MODIFIED", "object": a(false, "160")}),
         json!({"type": "DELETED", "object": pod("web-b", "10.244.1.11", true, "170")}),
         json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -82,19 +125,19 @@ fn follows_list_watch_bookmarks_and_relists_after_410_gone() {
     ], false);
     // web-c was deleted while we were not watching: only a relist can tell.
     fx.list(
-        pods,
+        PODS,
         "200",
         vec![a(false, "160"), pod("web-d", "10.244.1.13", true, "190")],
     );
-    fx.gone(pods);
+    fx.gone(PODS);
     fx.list(
-        pods,
+        PODS,
         "300",
         vec![a(true, "250"), pod("web-d", "10.244.1.13", true, "190")],
     );
-    // Then the default: watches that stay open until the server stops.
+    // Then the default: watches that stay open.
 
-    let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
+    let (live, _) = start(&fx);
     let view = wait_for(&live, "the state after the second relist", |v| {
         !v.stale && names(v) == [("web-a".to_string(), true), ("web-d".to_string(), true)]
     });
@@ -106,15 +149,17 @@ fn follows_list_watch_bookmarks_and_relists_after_410_gone() {
         Some("web-d")
     );
 
-    let log = fx.requests(pods);
+    let log = fx.requests(PODS);
+    let list = format!("list rv=0 {ON_NODE}");
+    let watch = |rv: u32| format!("watch rv={rv} {ON_NODE}");
     let expected = [
-        "list limit=500",
-        "watch rv=100",
-        "watch rv=150",   // the bookmark moved the resume point
-        "list limit=500", // ERROR 410 in the stream
-        "watch rv=200",
-        "list limit=500", // HTTP 410 on the watch request
-        "watch rv=300",
+        list.clone(),
+        watch(100),
+        watch(150),   // the bookmark moved the resume point
+        list.clone(), // ERROR 410 in the stream
+        watch(200),
+        list, // HTTP 410 on the watch request
+        watch(300),
     ];
     assert_eq!(
         &log[..expected.len()],
@@ -136,16 +181,65 @@ fn follows_list_watch_bookmarks_and_relists_after_410_gone() {
     assert_eq!(names(&view).len(), 2, "the last snapshot stays in use");
 }
 
+/// Issue 29: only this node's pods are listed and watched (the field selector on every pod
+/// request, the list read from the API server's cache), and a pod elsewhere never reaches the
+/// model; Services, EndpointSlices and nodes are followed cluster-wide.
+#[test]
+fn pods_are_listed_and_watched_for_this_node_only() {
+    let fx = ApiFixture::serve(&json!({"items": [
+        pod_on("here-1", NODE, "10.244.1.10", true, "1"),
+        pod_on("there-1", "node-b", "10.244.2.10", true, "1"),
+    ]}));
+    let (live, _) = start(&fx);
+    wait_for(&live, "the first list", |v| !v.stale);
+    fx.change(
+        Kind::Pod,
+        pod_on("here-2", NODE, "10.244.1.11", true, "0"),
+        false,
+    );
+    fx.change(
+        Kind::Pod,
+        pod_on("there-2", "node-b", "10.244.2.11", true, "0"),
+        false,
+    );
+    let view = wait_for(&live, "here-2 from the watch", |v| names(v).len() == 2);
+    assert_eq!(
+        names(&view),
+        [("here-1".to_string(), true), ("here-2".to_string(), true)]
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(names(&live.view()).len(), 2, "no pod of node-b arrives");
+    let pod_requests: Vec<Logged> = fx
+        .log()
+        .into_iter()
+        .filter(|l| l.kind == Some(Kind::Pod))
+        .collect();
+    assert!(pod_requests.len() >= 2, "{pod_requests:?}");
+    for r in &pod_requests {
+        assert_eq!(r.field_selector, "spec.nodeName=node-a", "{r:?}");
+        assert!(!r.is_cluster_wide_pod_request(), "{r:?}");
+    }
+    assert!(
+        pod_requests[0].line.contains("rv=0"),
+        "listed from the API server's cache: {pod_requests:?}"
+    );
+    for kind in [Kind::Service, Kind::EndpointSlice, Kind::Node] {
+        let first = fx
+            .log()
+            .into_iter()
+            .find(|l| l.kind == Some(kind))
+            .expect("followed");
+        assert_eq!(first.path, kind.collection(), "cluster-wide: {first:?}");
+        assert!(first.field_selector.is_empty(), "{first:?}");
+    }
+}
+
 /// Regression: a record once said "in sync" and named nothing, between a list and its publication.
 #[test]
 fn names_are_current_only_once_the_list_is_in_the_snapshot() {
     let fx = ApiFixture::start();
-    fx.list(
-        "/api/v1/pods",
-        "5",
-        vec![pod("web-a", "10.244.1.10", true, "5")],
-    );
-    let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
+    fx.list(PODS, "5", vec![pod("web-a", "10.244.1.10", true, "5")]);
+    let (live, _) = start(&fx);
     let deadline = Instant::now() + Duration::from_secs(10);
     while live.view().stale {
         assert!(Instant::now() < deadline, "never in sync");
@@ -158,33 +252,55 @@ fn names_are_current_only_once_the_list_is_in_the_snapshot() {
     );
 }
 
+/// Issue 27: the unreachable-API message names the address and the OS error, once per kind.
 #[test]
-fn an_api_that_never_answers_gives_stale_empty_state_not_an_error() {
+fn an_api_that_never_answers_gives_stale_empty_state_and_names_the_address() {
     // A port nothing listens on (bound, then closed).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
-    let live = LiveCluster::start(Config::new(
-        format!("http://127.0.0.1:{port}").parse().expect("url"),
-    ))
+    let said = Said::default();
+    let sink = said.clone();
+    let live = LiveCluster::start(
+        Config::new(format!("http://127.0.0.1:{port}").parse().expect("url")),
+        LiveOptions {
+            node_name: NODE.into(),
+            say: Arc::new(move |line| sink.0.lock().expect("said").push(line.to_string())),
+        },
+    )
     .expect("client");
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(2500));
     let view = live.view();
     assert!(view.stale);
     assert!(view.state.pods().is_empty());
-    assert!(view.age >= Duration::from_millis(250), "{:?}", view.age);
+    assert!(view.age >= Duration::from_secs(2), "{:?}", view.age);
+    let lines = said.lines();
+    assert_eq!(
+        lines.len(),
+        4,
+        "one line per kind, not per retry: {lines:#?}"
+    );
+    for line in &lines {
+        assert!(
+            line.contains(&format!(
+                "cannot reach the API server at http://127.0.0.1:{port}: Connection refused (os error 111)"
+            )),
+            "{line}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
     let fx = ApiFixture::start();
     fx.list(
-        "/api/v1/pods",
+        PODS,
         "5",
         vec![json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web-a", "namespace": "app", "uid": "u", "resourceVersion": "5"},
+            "spec": {"nodeName": NODE},
             "status": {"phase": "Running", "podIP": "10.244.1.10"}
         })],
     );
@@ -192,7 +308,7 @@ async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
         &std::env::temp_dir(),
         &format!("tracer-watch-kubeconfig-{}", std::process::id()),
     );
-    let source = ClusterSource::from_kubeconfig(&path)
+    let source = ClusterSource::from_kubeconfig(&path, NODE)
         .await
         .expect("kubeconfig");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -208,9 +324,10 @@ async fn a_kubeconfig_naming_the_fixture_server_follows_it() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let _ = std::fs::remove_file(&path);
 }
 
-fn node(name: &str, ip: &str, ready: bool, rv: &str) -> serde_json::Value {
+fn node(name: &str, ip: &str, ready: bool, rv: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "resourceVersion": rv},
@@ -239,7 +356,7 @@ fn replies_to_a_node_deleted_or_not_ready_get_its_verdict() {
         vec![json!({"type": "DELETED", "object": node("node-a", "10.0.1.5", true, "110")})],
         true,
     );
-    let live = LiveCluster::start(Config::new(fx.url().parse().expect("url"))).expect("client");
+    let (live, _) = start(&fx);
     let view = wait_for(&live, "node-a deleted", |v| {
         v.state.nodes().iter().all(|n| n.name != "node-a") && !v.state.nodes().is_empty()
     });
@@ -251,4 +368,182 @@ fn replies_to_a_node_deleted_or_not_ready_get_its_verdict() {
     assert_eq!(down.name, PEER_NODE_IS_NOT_READY);
     assert_eq!(for_reply_peer(&view.state, peer("203.0.113.9")), None);
     fx.stop();
+}
+
+// ------------------------------------------------------------ a broken API (issue 27)
+
+/// How long each broken mode runs.
+const BROKEN_FOR: Duration = Duration::from_secs(22);
+/// The backoff's first step, as the client waits at least (`identity/backoff.rs`).
+const FIRST_STEP: Duration = Duration::from_millis(800);
+
+/// The requests of one kind after `since`.
+fn requests_of(fx: &ApiFixture, kind: Kind, since: Instant) -> Vec<Logged> {
+    fx.log()
+        .into_iter()
+        .filter(|l| l.kind == Some(kind) && l.at >= since)
+        .collect()
+}
+
+/// Each gap between `times` is at least a step of the backoff: the k-th at least 0.8 s x 2^k
+/// (before jitter, which only adds), up to the 30 s cap.
+fn assert_backed_off(what: &str, times: &[Instant]) {
+    for (k, pair) in times.windows(2).enumerate() {
+        let gap = pair[1].duration_since(pair[0]);
+        let step = (FIRST_STEP * (1 << k.min(6))).min(Duration::from_secs(30));
+        // A few milliseconds of scheduling either way.
+        assert!(
+            gap + Duration::from_millis(30) >= step,
+            "{what}: gap {k} is {gap:?}, less than the backoff step {step:?}: {times:?}"
+        );
+    }
+}
+
+/// A cluster with a pod on this node, synced, then `fault` for [`BROKEN_FOR`]: requests spaced by
+/// the backoff (lists too when `relists`), names stale throughout, one warning per kind, then
+/// current again once the API is fixed, said once per kind.
+fn a_broken_api_is_backed_off(fault: Fault, relists: bool) {
+    let fx = ApiFixture::serve(&json!({"items": [pod("web-a", "10.244.1.10", true, "1")]}));
+    let (live, said) = start(&fx);
+    wait_for(&live, "the first list", |v| !v.stale && names(v).len() == 1);
+    // Past the time a watch takes to count as healthy, so that the cut below is a normal end.
+    std::thread::sleep(Duration::from_millis(5500));
+    let broken = Instant::now();
+    fx.set_fault(fault);
+    // The API restarts broken: open watches end, and every new one meets the fault.
+    fx.cut_connections();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(live.view().stale, "{fault:?}: names are stale while broken");
+    let mut flips = 0;
+    while broken.elapsed() < BROKEN_FOR {
+        if !live.view().stale {
+            flips += 1;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        flips, 0,
+        "{fault:?}: names never looked current while broken"
+    );
+    for kind in Kind::ALL {
+        let requests = requests_of(&fx, kind, broken);
+        let lists: Vec<Instant> = requests
+            .iter()
+            .filter(|r| r.verb == Verb::List)
+            .map(|r| r.at)
+            .collect();
+        let watches: Vec<Instant> = requests
+            .iter()
+            .filter(|r| r.verb == Verb::Watch)
+            .map(|r| r.at)
+            .collect();
+        // The old client made 90-128 requests a second here (or 45 lists a second on 410s).
+        assert!(
+            requests.len() <= 12,
+            "{fault:?} {kind:?}: {} requests in {BROKEN_FOR:?}: {requests:#?}",
+            requests.len()
+        );
+        assert!(
+            watches.len() >= 3,
+            "{fault:?} {kind:?}: still retried: {requests:#?}"
+        );
+        if relists {
+            assert!(lists.len() >= 3, "{fault:?} {kind:?}: {requests:#?}");
+            assert_backed_off(&format!("{fault:?} {kind:?} lists"), &lists);
+        } else {
+            // The first list was before; a watch that breaks is watched again, not relisted.
+            assert!(lists.is_empty(), "{fault:?} {kind:?}: {requests:#?}");
+        }
+        // The first watch after the cut is made at once (the cut was a normal end), then each is
+        // a step of the backoff after the one before.
+        assert_backed_off(&format!("{fault:?} {kind:?} watches"), &watches);
+    }
+    let warnings: Vec<String> = said
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("warning"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        4,
+        "{fault:?}: each kind says its cause once: {warnings:#?}"
+    );
+    // A watch that opens and breaks a moment later never counts as following again (the poll
+    // above can miss a current spell of a few milliseconds; the client's own word cannot).
+    let recovered: Vec<String> = said
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("following") && l.contains("again"))
+        .collect();
+    assert!(
+        recovered.is_empty(),
+        "{fault:?}: said current while broken: {recovered:#?}"
+    );
+
+    fx.set_fault(Fault::None);
+    // At most the step being waited (25.6 s at this point) and the healthy watch it takes.
+    wait_within(&live, Duration::from_secs(40), "names current again", |v| {
+        !v.stale
+    });
+    let again = said
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("following") && l.contains("again"))
+        .count();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(again >= 1, "{:#?}", said.lines());
+    assert!(said.lines().len() <= 8, "{:#?}", said.lines());
+}
+
+/// A watch answered 200 and then a line that is not JSON (a proxy's error page).
+#[test]
+fn a_watch_that_answers_a_line_that_is_not_json_is_backed_off() {
+    a_broken_api_is_backed_off(Fault::WatchNotJson, false);
+}
+
+/// A watch answered 200 and then an `ERROR` event with code 500.
+#[test]
+fn a_watch_that_sends_an_error_500_event_is_backed_off() {
+    a_broken_api_is_backed_off(Fault::WatchError500, false);
+}
+
+/// Every watch answered `410 Gone`: list, watch, 410, list ... one list per backoff step.
+#[test]
+fn a_watch_always_answered_410_relists_once_per_backoff_step() {
+    a_broken_api_is_backed_off(Fault::WatchGone, true);
+}
+
+/// Every watch answered 200 and an `ERROR` 410 event.
+#[test]
+fn a_watch_always_sending_an_error_410_event_relists_once_per_backoff_step() {
+    a_broken_api_is_backed_off(Fault::WatchGoneEvent, true);
+}
+
+/// Every request answered 500: lists fail and are backed off.
+#[test]
+fn an_api_answering_500_to_everything_is_backed_off() {
+    let fx = ApiFixture::start();
+    fx.set_fault(Fault::Status(500));
+    let (live, said) = start(&fx);
+    let started = Instant::now();
+    std::thread::sleep(BROKEN_FOR);
+    assert!(live.view().stale);
+    for kind in Kind::ALL {
+        let lists: Vec<Instant> = requests_of(&fx, kind, started)
+            .iter()
+            .map(|r| r.at)
+            .collect();
+        assert!(
+            (3..=7).contains(&lists.len()),
+            "{kind:?}: {} lists in {BROKEN_FOR:?}",
+            lists.len()
+        );
+        assert_backed_off(&format!("{kind:?} lists"), &lists);
+    }
+    let lines = said.lines();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(
+        lines[0].contains("the API server answered HTTP 500"),
+        "{lines:#?}"
+    );
 }

@@ -8,9 +8,21 @@
 //! - `kernels [--kernel K]`: the kernel matrix alone: the real-kernel scenarios on the host and in
 //!   VMs booting Debian's 5.10, 6.1 and 6.12 kernels (root).
 //! - `clippy`: lints for the host crates and the eBPF crate.
-//! - `bench [--quick]`: what the tracer costs next to no tracer, `conntrack -E` and bpftrace (root).
+//! - `bench [--quick] [--api-only]`: what the tracer costs next to no tracer, `conntrack -E` and
+//!   bpftrace (root); what one tracer asks of the Kubernetes API server (`bench_api.rs`).
+//! - `soak --minutes N`: the tracer for N minutes under mixed load, with the API server and
+//!   Prometheus misbehaving on a schedule (`soak.rs`, root; not in CI).
+//!
+//! `api_fixture` is the tests crate's fake API server, included as a module.
+#[path = "../../tests/src/api_fixture/mod.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the tests crate and the tracer's tests, which use the rest"
+)]
+mod api_fixture;
 mod arch;
 mod bench;
+mod bench_api;
 mod clippy;
 mod dist;
 mod image;
@@ -19,6 +31,7 @@ mod kernels;
 mod run;
 mod setup;
 mod shell;
+mod soak;
 mod static_pie;
 mod test;
 
@@ -68,6 +81,9 @@ enum Command {
     /// Benchmark on a namespace test bed: connect-rate cost vs no tracer and peers, kernel cost,
     /// completeness, pipeline throughput, memory under a SYN flood, detection latency (root).
     Bench(Box<bench::BenchArgs>),
+    /// The tracer for N minutes under mixed load, with the fake API server and Prometheus
+    /// misbehaving on a schedule: RSS slope, records lost, requests made (root; not in CI).
+    Soak(soak::SoakArgs),
     /// Internal to `bench`: holds a share of the SYN flood (one process per 19k sockets).
     #[command(hide = true)]
     BenchFloodWorker { ns: String, port: u16, count: u64 },
@@ -96,7 +112,9 @@ fn main() -> anyhow::Result<()> {
         Command::Kernels(args) => test::kernels(&args),
         Command::Vm { kernel, script } => kernels::boot_script(&kernel, &script),
         Command::Clippy => clippy::all(),
+        Command::Bench(args) if args.api_only => bench_api::run_alone(args.quick),
         Command::Bench(args) => bench::run(&args),
+        Command::Soak(args) => soak::run(&args),
         Command::BenchFloodWorker { ns, port, count } => bench::flood_worker(&ns, port, count),
         Command::BenchGuest(args) => bench::guest_run(&args),
         Command::LinkStaticPie { linker, args } => static_pie::link(&linker, &args),

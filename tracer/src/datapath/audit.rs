@@ -7,7 +7,11 @@ use std::collections::{BTreeMap, HashSet};
 use super::{Entry, Snapshot, Source, Unread, proto_name};
 use crate::{
     clock::Timestamp,
-    identity::{cluster::ClusterState, source::ClusterView},
+    identity::{
+        cluster::TargetRef,
+        known::{KnownCluster, PodAt},
+        source::ClusterView,
+    },
     record::{DatapathStats, SourceState, StaleDatapathRecord, StaleReason},
 };
 
@@ -47,20 +51,21 @@ impl Audit {
         self.stats.clone()
     }
 
-    /// One read of every source: the records of what changed since the previous one.
+    /// One read of every source: the records of what changed since the previous one. `known` is
+    /// `view`'s state with the pods looked up on demand; an entry whose backend is not known yet
+    /// is judged at a later read.
     pub fn judge(
         &mut self,
         snapshot: Snapshot,
-        cluster: Option<&ClusterView>,
+        cluster: Option<(&ClusterView, &KnownCluster<'_>)>,
         time: Timestamp,
     ) -> Vec<StaleDatapathRecord> {
-        let Some(view) = cluster else {
+        let Some((view, known)) = cluster else {
             if self.stats.is_none() {
                 self.cannot_judge();
             }
             return Vec::new();
         };
-        let cluster_state = &view.state;
         let mut stats = DatapathStats {
             cluster_state: view.source.into(),
             ..DatapathStats::default()
@@ -75,9 +80,19 @@ impl Audit {
                     for entry in &entries {
                         let key = key(source, entry);
                         held.insert(key.clone());
-                        if let Some(record) = judge_entry(cluster_state, source, entry, time) {
-                            stale_here += 1;
-                            now.insert(key, record);
+                        match judge_entry(known, source, entry, time) {
+                            Judged::Stale(record) => {
+                                stale_here += 1;
+                                now.insert(key, record);
+                            }
+                            // Still what it was until its pod is known.
+                            Judged::NotYetKnown => {
+                                if let Some(old) = self.reported.get(&key) {
+                                    stale_here += 1;
+                                    now.insert(key, old.clone());
+                                }
+                            }
+                            Judged::Current => {}
                         }
                     }
                     SourceState::Read {
@@ -143,13 +158,15 @@ fn key(source: Source, e: &Entry) -> Key {
     )
 }
 
-/// The record for a stale entry, `None` when the cluster backs it.
-fn judge_entry(
-    state: &ClusterState,
-    source: Source,
-    e: &Entry,
-    time: Timestamp,
-) -> Option<StaleDatapathRecord> {
+enum Judged {
+    Current,
+    Stale(StaleDatapathRecord),
+    /// The backend's pod is being looked up.
+    NotYetKnown,
+}
+
+/// The record for a stale entry, `Current` when the cluster backs it.
+fn judge_entry(state: &KnownCluster<'_>, source: Source, e: &Entry, time: Timestamp) -> Judged {
     let service = state
         .service_by_cluster_ip(e.service.ip(), e.service.port(), e.proto)
         .map(|(s, _)| (s.namespace.clone(), s.name.clone()))
@@ -169,20 +186,28 @@ fn judge_entry(
         })
         .collect();
     let ip = e.backend.ip();
-    let no_pod = state.pod_by_ip(ip).is_none() && state.node_by_ip(ip).is_none();
+    let is_node = state.node_by_ip(ip).is_some();
     let reason = match listings.first() {
-        None if no_pod => StaleReason::UnlistedPodGone,
-        None => StaleReason::Unlisted,
+        // An unlisted backend is rare: its pod is looked up.
+        None if is_node => StaleReason::Unlisted,
+        None => match state.pod_at(ip) {
+            PodAt::Live(_) => StaleReason::Unlisted,
+            PodAt::Absent => StaleReason::UnlistedPodGone,
+            PodAt::Unknown => return Judged::NotYetKnown,
+        },
+        // A listed one is what the rules should hold: gone only if already known to be (no
+        // lookup for every backend of the node's rules).
         Some(r)
-            if no_pod
+            if !is_node
+                && state.without_asking(|s| s.no_live_pod_at(ip))
                 && r.endpoint
                     .target_ref
                     .as_ref()
-                    .is_some_and(|t| t.kind == "Pod") =>
+                    .is_some_and(TargetRef::is_pod) =>
         {
             StaleReason::PodGone
         }
-        Some(_) => return None,
+        Some(_) => return Judged::Current,
     };
     let service_name = service.map(|(ns, n)| format!("{ns}/{n}"));
     let of = service_name
@@ -216,7 +241,7 @@ fn judge_entry(
             listings.first().map_or("?", |r| r.slice.name.as_str())
         ),
     };
-    Some(StaleDatapathRecord {
+    Judged::Stale(StaleDatapathRecord {
         time,
         service: e.service,
         protocol: proto_name(e.proto).into(),
@@ -257,7 +282,7 @@ mod tests {
     use std::{sync::Arc, time::Duration};
 
     use super::*;
-    use crate::identity::cluster::Proto;
+    use crate::identity::cluster::{ClusterState, Proto};
 
     /// Service app/web (10.96.0.10:80); its EndpointSlice lists 10.244.1.11:8080 (pod web-live)
     /// and, when `slice_lists_dead`, 10.244.1.30:8080 for pod web-old, which no longer exists.
@@ -328,7 +353,11 @@ mod tests {
         let mut audit = Audit::default();
         let view = cluster(false);
         let t = Timestamp::default();
-        let first = audit.judge(snapshot(Ok(both())), Some(&view), t);
+        let first = audit.judge(
+            snapshot(Ok(both())),
+            Some((&view, &KnownCluster::complete(&view.state))),
+            t,
+        );
         assert_eq!(first.len(), 1, "{first:?}");
         let r = &first[0];
         assert_eq!(r.backend.to_string(), "10.244.1.30:8080");
@@ -357,20 +386,30 @@ mod tests {
         );
 
         assert!(
-            audit.judge(snapshot(Ok(both())), Some(&view), t).is_empty(),
+            audit
+                .judge(
+                    snapshot(Ok(both())),
+                    Some((&view, &KnownCluster::complete(&view.state))),
+                    t
+                )
+                .is_empty(),
             "no change, no record"
         );
         // A failed read says nothing about the entries: still stale, nothing reported.
         assert!(
             audit
-                .judge(snapshot(Err(Unread::Failed("x".into()))), Some(&view), t)
+                .judge(
+                    snapshot(Err(Unread::Failed("x".into()))),
+                    Some((&view, &KnownCluster::complete(&view.state))),
+                    t
+                )
                 .is_empty()
         );
         assert_eq!(audit.stats().expect("stats").stale_entries, 1);
 
         let fixed = audit.judge(
             snapshot(Ok(vec![entry("10.244.1.11:8080", "KUBE-SEP-LIVE")])),
-            Some(&view),
+            Some((&view, &KnownCluster::complete(&view.state))),
             t,
         );
         assert_eq!(fixed.len(), 1, "{fixed:?}");
@@ -389,9 +428,10 @@ mod tests {
     #[test]
     fn a_backend_a_slice_lists_for_a_pod_that_is_gone_is_stale_too() {
         let mut audit = Audit::default();
+        let view = cluster(true);
         let found = audit.judge(
             snapshot(Ok(both())),
-            Some(&cluster(true)),
+            Some((&view, &KnownCluster::complete(&view.state))),
             Timestamp::default(),
         );
         assert_eq!(found.len(), 1, "{found:?}");

@@ -163,6 +163,7 @@ mod tests {
     #[test]
     fn gives_each_black_hole_its_cluster_verdict() {
         let state = parsed();
+        let state = crate::identity::known::KnownCluster::complete(&state);
         let (web, web_port) = WEB_SERVICE;
         let dead = verdicts::backend_is_no_live_pod(
             &state,

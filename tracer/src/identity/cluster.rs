@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::api::{core::v1 as k8s_core, discovery::v1 as k8s_discovery};
 use serde::de::DeserializeOwned;
@@ -248,8 +249,9 @@ pub struct Service {
     pub cluster_ips: Vec<IpAddr>,
     /// `spec.ports`.
     pub ports: Vec<ServicePort>,
-    /// `spec.selector`; empty means the Service selects no pods itself.
-    pub selector: BTreeMap<String, String>,
+    /// `spec.selector`, sorted by key; empty means the Service selects no pods itself. (A list,
+    /// not a map: a cluster has a selector per Service, and a map's node is ten times the size.)
+    pub selector: Vec<(String, String)>,
 }
 
 impl Service {
@@ -277,24 +279,67 @@ pub struct EndpointPort {
     pub protocol: Proto,
 }
 
-/// Reference from an endpoint to the object behind it (usually a Pod).
+/// Reference from an endpoint to the object behind it (usually a Pod). A cluster has one per pod:
+/// its kind and namespace are interned ([`intern`]), its name boxed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetRef {
     /// Usually `Pod`.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// Object name.
-    pub name: String,
+    pub name: Box<str>,
     /// Object namespace.
-    pub namespace: Option<String>,
-    /// Object UID.
-    pub uid: Option<String>,
+    pub namespace: Option<Arc<str>>,
 }
 
-/// One endpoint of an EndpointSlice.
+impl TargetRef {
+    pub fn is_pod(&self) -> bool {
+        &*self.kind == "Pod"
+    }
+}
+
+/// The addresses of an endpoint: one, nearly always (kept inline, no allocation), or several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addresses {
+    One(IpAddr),
+    Many(Box<[IpAddr]>),
+}
+
+impl Addresses {
+    fn from_vec(mut ips: Vec<IpAddr>) -> Addresses {
+        if ips.len() == 1
+            && let Some(ip) = ips.pop()
+        {
+            return Addresses::One(ip);
+        }
+        Addresses::Many(ips.into_boxed_slice())
+    }
+}
+
+impl std::ops::Deref for Addresses {
+    type Target = [IpAddr];
+
+    fn deref(&self) -> &[IpAddr] {
+        match self {
+            Addresses::One(ip) => std::slice::from_ref(ip),
+            Addresses::Many(ips) => ips,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Addresses {
+    type Item = &'a IpAddr;
+    type IntoIter = std::slice::Iter<'a, IpAddr>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// One endpoint of an EndpointSlice (one per pod of the cluster: kept small).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// IP addresses (FQDN addresses are not kept).
-    pub addresses: Vec<IpAddr>,
+    pub addresses: Addresses,
     /// `conditions.ready`; absent is read as `true`, as the API specifies.
     pub ready: bool,
     /// `conditions.serving`, if reported.
@@ -303,8 +348,24 @@ pub struct Endpoint {
     pub terminating: bool,
     /// `targetRef`.
     pub target_ref: Option<TargetRef>,
-    /// `nodeName`.
-    pub node_name: Option<String>,
+    /// `nodeName` (interned).
+    pub node_name: Option<Arc<str>>,
+}
+
+/// One shared copy of a string many objects repeat (node names, namespaces, kinds): a cluster's
+/// EndpointSlices name each node once per pod on it.
+pub fn intern(s: &str) -> Arc<str> {
+    static STRINGS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<Arc<str>>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut strings = STRINGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(found) = strings.get(s) {
+        return Arc::clone(found);
+    }
+    let new: Arc<str> = Arc::from(s);
+    strings.insert(Arc::clone(&new));
+    new
 }
 
 /// An EndpointSlice.
@@ -417,23 +478,26 @@ pub struct SelectorTerm<'a> {
     pub matched: bool,
 }
 
-/// Indexed cluster snapshot.
+/// Indexed cluster snapshot. Objects are shared (`Arc`) with the live watch's stores, so a
+/// snapshot built after each change costs its indexes, not a copy of the cluster.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    pods: Vec<Pod>,
-    services: Vec<Service>,
-    slices: Vec<EndpointSlice>,
-    nodes: Vec<Node>,
+    pods: Vec<Arc<Pod>>,
+    services: Vec<Arc<Service>>,
+    slices: Vec<Arc<EndpointSlice>>,
+    nodes: Vec<Arc<Node>>,
     pod_by_ip: HashMap<IpAddr, usize>,
     pod_by_uid: HashMap<String, usize>,
     svc_by_ip: HashMap<IpAddr, usize>,
-    svc_by_key: HashMap<(String, String), usize>,
+    /// Service indexes sorted by namespace and name (no copy of the names).
+    svc_by_key: Vec<u32>,
     node_by_ip: HashMap<IpAddr, usize>,
-    /// ip -> (slice index, endpoint index)
-    endpoints_by_ip: HashMap<IpAddr, Vec<(usize, usize)>>,
+    /// Every endpoint address, sorted: (ip, slice index, endpoint index). A sorted array, not a
+    /// map of lists: a cluster has one entry per pod here, and this is a third of the size.
+    endpoints_by_ip: Vec<(IpAddr, u32, u32)>,
     /// Nodes the live watch saw deleted since the tracer started, newest last: their addresses
     /// may still be where some connection's state lived.
-    departed_nodes: Vec<Node>,
+    departed_nodes: Vec<Arc<Node>>,
 }
 
 impl ClusterState {
@@ -541,9 +605,13 @@ impl ClusterState {
                 }
             }
         }
+        self.svc_by_key = (0..self.services.len() as u32).collect();
+        let services = &self.services;
+        self.svc_by_key.sort_unstable_by(|&a, &b| {
+            let (a, b) = (&services[a as usize], &services[b as usize]);
+            (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+        });
         for (i, s) in self.services.iter().enumerate() {
-            self.svc_by_key
-                .insert((s.namespace.clone(), s.name.clone()), i);
             for ip in &s.cluster_ips {
                 self.svc_by_ip.entry(*ip).or_insert(i);
             }
@@ -553,51 +621,63 @@ impl ClusterState {
                 self.node_by_ip.entry(*ip).or_insert(i);
             }
         }
+        let count = self
+            .slices
+            .iter()
+            .flat_map(|s| &s.endpoints)
+            .map(|e| e.addresses.len())
+            .sum();
+        self.endpoints_by_ip = Vec::with_capacity(count);
         for (si, s) in self.slices.iter().enumerate() {
             for (ei, e) in s.endpoints.iter().enumerate() {
                 for ip in &e.addresses {
-                    self.endpoints_by_ip.entry(*ip).or_default().push((si, ei));
+                    self.endpoints_by_ip.push((*ip, si as u32, ei as u32));
                 }
             }
         }
+        self.endpoints_by_ip.sort_unstable();
     }
 
     /// All pods in the snapshot (including Succeeded/Failed).
-    pub fn pods(&self) -> &[Pod] {
+    pub fn pods(&self) -> &[Arc<Pod>] {
         &self.pods
     }
 
     /// All Services.
-    pub fn services(&self) -> &[Service] {
+    pub fn services(&self) -> &[Arc<Service>] {
         &self.services
     }
 
     /// All EndpointSlices.
-    pub fn endpoint_slices(&self) -> &[EndpointSlice] {
+    pub fn endpoint_slices(&self) -> &[Arc<EndpointSlice>] {
         &self.slices
     }
 
     /// All nodes.
-    pub fn nodes(&self) -> &[Node] {
+    pub fn nodes(&self) -> &[Arc<Node>] {
         &self.nodes
     }
 
     /// The current pod (not Succeeded/Failed, not hostNetwork) with this IP.
     pub fn pod_by_ip(&self, ip: IpAddr) -> Option<&Pod> {
-        self.pod_by_ip.get(&ip).map(|&i| &self.pods[i])
+        self.pod_by_ip.get(&ip).map(|&i| &*self.pods[i])
     }
 
     /// The pod with this UID (e.g. from [`crate::cgroup::ContainerRef`]),
     /// whatever its phase.
     pub fn pod_by_uid(&self, uid: &str) -> Option<&Pod> {
-        self.pod_by_uid.get(uid).map(|&i| &self.pods[i])
+        self.pod_by_uid.get(uid).map(|&i| &*self.pods[i])
     }
 
     /// The Service by namespace and name.
     pub fn service(&self, namespace: &str, name: &str) -> Option<&Service> {
-        self.svc_by_key
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .map(|&i| &self.services[i])
+        let found = self.svc_by_key.binary_search_by(|&i| {
+            let s = &self.services[i as usize];
+            (s.namespace.as_str(), s.name.as_str()).cmp(&(namespace, name))
+        });
+        found
+            .ok()
+            .map(|at| &*self.services[self.svc_by_key[at] as usize])
     }
 
     /// The Service whose cluster IP is `ip` and which exposes `port`/`proto`.
@@ -607,33 +687,37 @@ impl ClusterState {
         port: u16,
         proto: Proto,
     ) -> Option<(&Service, &ServicePort)> {
-        let svc = &self.services[*self.svc_by_ip.get(&ip)?];
+        let svc = &*self.services[*self.svc_by_ip.get(&ip)?];
         Some((svc, svc.port(port, proto)?))
     }
 
-    /// The node with this InternalIP or ExternalIP.
     /// A node deleted since the tracer started (live watch only) that had `ip`.
     pub fn departed_node_by_ip(&self, ip: IpAddr) -> Option<&Node> {
         self.departed_nodes
             .iter()
             .rev()
             .find(|n| n.internal_ips.contains(&ip) || n.external_ips.contains(&ip))
+            .map(|n| &**n)
     }
 
     /// The same state, knowing these nodes were deleted.
     #[must_use]
-    pub fn with_departed_nodes(mut self, departed: Vec<Node>) -> ClusterState {
+    pub fn with_departed_nodes(mut self, departed: Vec<Arc<Node>>) -> ClusterState {
         self.departed_nodes = departed;
         self
     }
 
+    /// The node with this InternalIP or ExternalIP.
     pub fn node_by_ip(&self, ip: IpAddr) -> Option<&Node> {
-        self.node_by_ip.get(&ip).map(|&i| &self.nodes[i])
+        self.node_by_ip.get(&ip).map(|&i| &*self.nodes[i])
     }
 
     /// The node whose pod CIDR contains `ip`.
     pub fn node_by_pod_cidr(&self, ip: IpAddr) -> Option<&Node> {
-        self.nodes.iter().find(|n| n.pod_cidr_contains(ip))
+        self.nodes
+            .iter()
+            .find(|n| n.pod_cidr_contains(ip))
+            .map(|n| &**n)
     }
 
     /// Every EndpointSlice endpoint whose address is `ip` (and, if given,
@@ -643,13 +727,14 @@ impl ClusterState {
     /// With `port = None` there is one entry per endpoint; with a port, one
     /// per matching slice port.
     pub fn endpoints_with_address(&self, ip: IpAddr, port: Option<u16>) -> Vec<EndpointRef<'_>> {
-        let Some(hits) = self.endpoints_by_ip.get(&ip) else {
-            return Vec::new();
-        };
+        let first = self.endpoints_by_ip.partition_point(|e| e.0 < ip);
+        let hits = self.endpoints_by_ip[first..]
+            .iter()
+            .take_while(|e| e.0 == ip);
         let mut out = Vec::new();
-        for &(si, ei) in hits {
-            let slice = &self.slices[si];
-            let endpoint = &slice.endpoints[ei];
+        for &(_, si, ei) in hits {
+            let slice = &*self.slices[si as usize];
+            let endpoint = &slice.endpoints[ei as usize];
             let service_name = slice.service_name.as_deref();
             let service = service_name.and_then(|n| self.service(&slice.namespace, n));
             let mk = |port| EndpointRef {
@@ -677,7 +762,7 @@ impl ClusterState {
     /// EndpointSlice entries that still point at it).
     pub fn describe(&self, ip: IpAddr, port: u16, proto: Proto) -> AddressIdentity<'_> {
         if let Some(&i) = self.svc_by_ip.get(&ip) {
-            let service = &self.services[i];
+            let service = &*self.services[i];
             return AddressIdentity::Service {
                 service,
                 port: service.port(port, proto),
@@ -692,12 +777,16 @@ impl ClusterState {
             };
         }
         if let Some(node) = self.node_by_ip(ip) {
-            let host_network_pod = self.pods.iter().find(|p| {
-                p.host_network
-                    && p.is_current()
-                    && p.node_name.as_deref() == Some(node.name.as_str())
-                    && p.declared_port(port, proto).is_some()
-            });
+            let host_network_pod = self
+                .pods
+                .iter()
+                .find(|p| {
+                    p.host_network
+                        && p.is_current()
+                        && p.node_name.as_deref() == Some(node.name.as_str())
+                        && p.declared_port(port, proto).is_some()
+                })
+                .map(|p| &**p);
             return AddressIdentity::Node {
                 node,
                 host_network_pod,
@@ -741,6 +830,7 @@ impl ClusterState {
             .pods
             .iter()
             .filter(|p| p.is_current() && self.selector_matches(svc, p))
+            .map(|p| &**p)
             .collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
@@ -756,13 +846,13 @@ impl ClusterState {
         }
     }
 }
-/// One object of a kind the model keeps.
+/// One object of a kind the model keeps, shared between the watch's stores and the snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
-    Pod(Pod),
-    Service(Service),
-    EndpointSlice(EndpointSlice),
-    Node(Node),
+    Pod(Arc<Pod>),
+    Service(Arc<Service>),
+    EndpointSlice(Arc<EndpointSlice>),
+    Node(Arc<Node>),
 }
 
 /// Parses one API object (as `kubectl -o json` or the API server writes it) by its `kind` into the
@@ -876,6 +966,7 @@ fn parse_ips<'a>(it: impl IntoIterator<Item = &'a str>) -> Vec<IpAddr> {
             out.push(ip);
         }
     }
+    out.shrink_to_fit();
     out
 }
 
@@ -897,9 +988,9 @@ mod convert {
     };
 
     use super::{
-        ContainerPort, Endpoint, EndpointPort, EndpointSlice, Item, ModelError, Node, OwnerRef,
-        Pod, PodPhase, Proto, Service, ServicePort, TargetPort, TargetRef, k8s_core, k8s_discovery,
-        parse_ips,
+        Addresses, Arc, ContainerPort, Endpoint, EndpointPort, EndpointSlice, Item, ModelError,
+        Node, OwnerRef, Pod, PodPhase, Proto, Service, ServicePort, TargetPort, TargetRef, intern,
+        k8s_core, k8s_discovery, parse_ips,
     };
 
     fn error(path: impl Into<String>, message: impl Into<String>) -> ModelError {
@@ -1081,13 +1172,14 @@ mod convert {
                     },
                 });
             }
+            ports.shrink_to_fit();
             Ok(Service {
                 name,
                 namespace,
                 service_type: spec.type_.unwrap_or_else(|| "ClusterIP".to_owned()),
                 cluster_ips,
                 ports,
-                selector: spec.selector.unwrap_or_default(),
+                selector: spec.selector.unwrap_or_default().into_iter().collect(),
             })
         }
     }
@@ -1118,21 +1210,26 @@ mod convert {
                 .map(|e| {
                     let c = e.conditions.unwrap_or_default();
                     Endpoint {
-                        addresses: parse_ips(e.addresses.iter().map(String::as_str)),
+                        addresses: Addresses::from_vec(parse_ips(
+                            e.addresses.iter().map(String::as_str),
+                        )),
                         // Absent `ready` is read as ready, as the API specifies.
                         ready: c.ready.unwrap_or(true),
                         serving: c.serving,
                         terminating: c.terminating.unwrap_or(false),
                         target_ref: e.target_ref.map(|t| TargetRef {
-                            kind: t.kind.unwrap_or_default(),
-                            name: t.name.unwrap_or_default(),
-                            namespace: t.namespace,
-                            uid: t.uid,
+                            kind: intern(t.kind.as_deref().unwrap_or_default()),
+                            name: t.name.unwrap_or_default().into_boxed_str(),
+                            namespace: t.namespace.as_deref().map(intern),
                         }),
-                        node_name: e.node_name,
+                        node_name: e.node_name.as_deref().map(intern),
                     }
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            // One per pod of the cluster: no spare capacity.
+            let mut endpoints = endpoints;
+            endpoints.shrink_to_fit();
+            ports.shrink_to_fit();
             Ok(EndpointSlice {
                 name,
                 namespace,
@@ -1185,28 +1282,28 @@ mod convert {
     impl TryFrom<k8s_core::Pod> for Item {
         type Error = ModelError;
         fn try_from(o: k8s_core::Pod) -> Result<Item, ModelError> {
-            Pod::try_from(o).map(Item::Pod)
+            Pod::try_from(o).map(|x| Item::Pod(Arc::new(x)))
         }
     }
 
     impl TryFrom<k8s_core::Service> for Item {
         type Error = ModelError;
         fn try_from(o: k8s_core::Service) -> Result<Item, ModelError> {
-            Service::try_from(o).map(Item::Service)
+            Service::try_from(o).map(|x| Item::Service(Arc::new(x)))
         }
     }
 
     impl TryFrom<k8s_discovery::EndpointSlice> for Item {
         type Error = ModelError;
         fn try_from(o: k8s_discovery::EndpointSlice) -> Result<Item, ModelError> {
-            EndpointSlice::try_from(o).map(Item::EndpointSlice)
+            EndpointSlice::try_from(o).map(|x| Item::EndpointSlice(Arc::new(x)))
         }
     }
 
     impl TryFrom<k8s_core::Node> for Item {
         type Error = ModelError;
         fn try_from(o: k8s_core::Node) -> Result<Item, ModelError> {
-            Node::try_from(o).map(Item::Node)
+            Node::try_from(o).map(|x| Item::Node(Arc::new(x)))
         }
     }
 }

@@ -12,7 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::{
     cluster::{ClusterError, ClusterState},
-    watch::{LiveCluster, WatchStartError},
+    watch::{LiveCluster, LiveOptions, WatchStartError},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +89,9 @@ impl ClusterSource {
         })
     }
 
-    /// Live list+watch with the cluster, user and context a kubeconfig file names as current.
-    pub async fn from_kubeconfig(path: &Path) -> Result<ClusterSource, SourceError> {
+    /// Live list+watch with the cluster, user and context a kubeconfig file names as current;
+    /// `node`: this node's name (only its pods are followed).
+    pub async fn from_kubeconfig(path: &Path, node: &str) -> Result<ClusterSource, SourceError> {
         let kubeconfig = Kubeconfig::read_from(path).map_err(|error| SourceError::Kubeconfig {
             path: path.to_owned(),
             error,
@@ -102,13 +103,19 @@ impl ClusterSource {
                     path: path.to_owned(),
                     error,
                 })?;
-        Ok(ClusterSource::Live(LiveCluster::start(config)?))
+        Ok(ClusterSource::Live(LiveCluster::start(
+            config,
+            LiveOptions::new(node),
+        )?))
     }
 
-    /// Live list+watch with the pod's service account.
-    pub fn in_cluster() -> Result<ClusterSource, SourceError> {
+    /// Live list+watch with the pod's service account; `node`: this node's name.
+    pub fn in_cluster(node: &str) -> Result<ClusterSource, SourceError> {
         let config = kube::Config::incluster().map_err(SourceError::InCluster)?;
-        Ok(ClusterSource::Live(LiveCluster::start(config)?))
+        Ok(ClusterSource::Live(LiveCluster::start(
+            config,
+            LiveOptions::new(node),
+        )?))
     }
 
     pub fn view(&self) -> ClusterView {
@@ -176,7 +183,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreadable_or_malformed_kubeconfig_is_a_clear_error() {
-        let Err(err) = ClusterSource::from_kubeconfig(Path::new("/nonexistent/kubeconfig")).await
+        let Err(err) =
+            ClusterSource::from_kubeconfig(Path::new("/nonexistent/kubeconfig"), "node-a").await
         else {
             panic!("must fail")
         };
@@ -186,7 +194,7 @@ mod tests {
             "{err}"
         );
         let path = temp("kubeconfig-bad", "clusters: [this is not a kubeconfig");
-        let Err(err) = ClusterSource::from_kubeconfig(&path).await else {
+        let Err(err) = ClusterSource::from_kubeconfig(&path, "node-a").await else {
             panic!("must fail")
         };
         let text = err.to_string();

@@ -15,7 +15,10 @@
 //!   state of a terminated node), for `reply_lost` records.
 use std::{fmt::Write as _, net::SocketAddr};
 
-use super::cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service};
+use super::{
+    cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service, TargetRef},
+    known::KnownCluster,
+};
 use crate::verdict::{RefusedBy, Verdict};
 
 pub const BACKEND_IS_NO_LIVE_POD: &str = "backend is no live pod";
@@ -35,7 +38,7 @@ pub struct ClusterVerdict {
 /// The cluster-state verdict of a connect: `backend` is where the SYN went (the socket destination,
 /// or the backend a load balancer chose, when known), `service` the Service address the application meant, when load balancing was seen.
 pub fn for_connect(
-    state: &ClusterState,
+    state: &KnownCluster<'_>,
     verdict: Verdict,
     backend: SocketAddr,
     service: Option<SocketAddr>,
@@ -54,7 +57,7 @@ pub fn for_connect(
 /// `backend` is no current pod's address, and either an EndpointSlice lists it for a pod or the
 /// connect reached it through a Service's cluster IP (`service`), so it was meant to be a pod.
 pub fn backend_is_no_live_pod(
-    state: &ClusterState,
+    state: &KnownCluster<'_>,
     backend: SocketAddr,
     service: Option<SocketAddr>,
 ) -> Option<ClusterVerdict> {
@@ -67,6 +70,10 @@ pub fn backend_is_no_live_pod(
     };
     // An endpoint written by hand (no Pod behind it) is an external backend, not a deleted pod.
     if endpoint_of.iter().any(|r| !names_a_pod(r)) {
+        return None;
+    }
+    // Not said until it is certain (a remote pod is looked up first).
+    if !state.no_live_pod_at(backend.ip()) {
         return None;
     }
     let through = service.and_then(|d| {
@@ -106,11 +113,7 @@ pub fn backend_is_no_live_pod(
     if let Some(node) = pod_cidr_of {
         let _ = write!(text, " (the address is in node {}'s pod range)", node.name);
     }
-    if let Some(old) = state
-        .pods()
-        .iter()
-        .find(|p| !p.is_current() && p.ips.contains(&backend.ip()))
-    {
+    if let Some(old) = state.finished_pod_with(backend.ip()) {
         let _ = write!(text, "; it last belonged to finished pod {}", old.key());
     }
     text.push_str(". The SYN goes into a black hole.");
@@ -123,7 +126,10 @@ pub fn backend_is_no_live_pod(
 /// `vip` is a Service cluster IP (the backend was chosen after the socket, by kube-proxy's DNAT,
 /// and is not known here) and the Service lists an endpoint that no current pod has: the likely
 /// black hole among its backends.
-pub fn service_lists_no_live_pod(state: &ClusterState, vip: SocketAddr) -> Option<ClusterVerdict> {
+pub fn service_lists_no_live_pod(
+    state: &KnownCluster<'_>,
+    vip: SocketAddr,
+) -> Option<ClusterVerdict> {
     let (svc, port) = state.service_by_cluster_ip(vip.ip(), vip.port(), Proto::Tcp)?;
     let mut dead = Vec::new();
     for slice in state.endpoint_slices() {
@@ -139,10 +145,10 @@ pub fn service_lists_no_live_pod(state: &ClusterState, vip: SocketAddr) -> Optio
             .and_then(|p| p.port)
             .unwrap_or(port.port);
         for e in &slice.endpoints {
-            let gone = e.target_ref.as_ref().filter(|t| t.kind == "Pod");
+            let gone = e.target_ref.as_ref().filter(|t| t.is_pod());
             for ip in &e.addresses {
                 if let Some(t) = gone
-                    && state.pod_by_ip(*ip).is_none()
+                    && state.no_live_pod_at(*ip)
                 {
                     dead.push(format!(
                         "{} (pod {}, gone)",
@@ -170,7 +176,7 @@ pub fn service_lists_no_live_pod(state: &ClusterState, vip: SocketAddr) -> Optio
 /// A RST from `backend`, a Ready endpoint of a Service: names the pod, its owner, the Service and
 /// the selector terms that made it an endpoint.
 pub fn endpoint_does_not_listen(
-    state: &ClusterState,
+    state: &KnownCluster<'_>,
     backend: SocketAddr,
 ) -> Option<ClusterVerdict> {
     let pod = state.pod_by_ip(backend.ip())?;
@@ -215,7 +221,7 @@ pub fn endpoint_does_not_listen(
                 );
             } else {
                 let _ = write!(text, ", which declares no port {port}");
-                let selected = state.pods_selected_by(svc);
+                let selected = state.pods_selected_by(svc).unwrap_or_default();
                 let silent = selected
                     .iter()
                     .filter(|p| p.declared_port(port, Proto::Tcp).is_none())
@@ -282,7 +288,7 @@ pub fn for_reply_peer(state: &ClusterState, peer: SocketAddr) -> Option<ClusterV
 }
 
 pub fn dns_server_is_no_live_pod(
-    state: &ClusterState,
+    state: &KnownCluster<'_>,
     server: SocketAddr,
 ) -> Option<ClusterVerdict> {
     let AddressIdentity::Unknown {
@@ -292,11 +298,11 @@ pub fn dns_server_is_no_live_pod(
     else {
         return None;
     };
+    if !state.no_live_pod_at(server.ip()) {
+        return None;
+    }
     let listed = endpoint_of.iter().find(|r| names_a_pod(r));
-    let held_by_old_pod = state
-        .pods()
-        .iter()
-        .any(|p| !p.is_current() && p.ips.contains(&server.ip()));
+    let held_by_old_pod = state.finished_pod_with(server.ip()).is_some();
     if listed.is_none() && pod_cidr_of.is_none() && !held_by_old_pod {
         return None;
     }
@@ -319,6 +325,7 @@ pub fn dns_server_is_no_live_pod(
     if let Some(svc) = dns {
         let live: Vec<String> = state
             .pods_selected_by(svc)
+            .unwrap_or_default()
             .iter()
             .map(|p| {
                 let ips: Vec<String> = p.ips.iter().map(ToString::to_string).collect();
@@ -348,7 +355,7 @@ fn names_a_pod(r: &EndpointRef<'_>) -> bool {
     r.endpoint
         .target_ref
         .as_ref()
-        .is_some_and(|t| t.kind == "Pod")
+        .is_some_and(TargetRef::is_pod)
 }
 
 /// ` (Deployment webhooks-worker)`, or nothing for a pod without owner.

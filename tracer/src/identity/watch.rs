@@ -1,49 +1,55 @@
-//! Live cluster state: list and watch pods, Services, EndpointSlices and nodes through the
-//! Kubernetes API, into the same [`ClusterState`] model a `--cluster-state` file gives.
+//! Live cluster state: list and watch this node's pods and the cluster's Services, EndpointSlices
+//! and nodes through the Kubernetes API, into the same [`ClusterState`] model a `--cluster-state`
+//! file gives; pods elsewhere are looked up on demand (`pod_lookup.rs`) for the records that need
+//! them.
 //!
-//! One thread with its own small event loop follows the four kinds, so a slow API server or a big
-//! relist never delays the ring-buffer consumer; the tracer's loop only takes the latest snapshot.
+//! One thread with its own small event loop follows the four kinds and answers the lookups, so a
+//! slow API server or a big relist never delays the ring-buffer consumer; the tracer's loop only
+//! takes the latest snapshot. The loop per kind is in `reflector.rs`.
 //!
-//! The loop per kind is the API's own contract (client-go's reflector): list (paginated), then watch
-//! from the list's `resourceVersion`; apply `ADDED`/`MODIFIED`/`DELETED`, move the resume point on
-//! `BOOKMARK`, watch again when the server ends the watch, list again on `410 Gone` (the resume
-//! point is too old). It is written here on kube's `Api::list`/`Api::watch` instead of
-//! `kube::runtime::watcher` because the tracer must know when it is *back* in sync after an outage
-//! (a successful re-watch, a bookmark), which that stream does not report: it only reports errors.
+//! What each tracer asks of the API server (docs/deploy.md has the figures):
+//! - pods: `fieldSelector=spec.nodeName=NODE`, listed from the API server's cache
+//!   (`resourceVersion=0`, which the API server indexes by node, as for the kubelet), then watched;
+//! - Services, EndpointSlices, nodes: every one of the cluster, listed in pages of 500, then watched;
+//! - on-demand pod lookups, rate-limited and cached.
 //!
-//! When the API is unreachable the last snapshot stays in use and is marked stale (with its age),
-//! and tracing goes on.
+//! When the API is unreachable or its watches break, the last snapshot stays in use and is marked
+//! stale (with its age), tracing goes on, and each change of cause is said once on stderr.
 use std::{
     collections::HashMap,
-    fmt::Debug,
     sync::{Arc, Mutex, MutexGuard},
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use futures_util::{StreamExt as _, pin_mut};
-use k8s_openapi::{
-    api::{
-        core::v1::{Node, Pod, Service},
-        discovery::v1::EndpointSlice,
-    },
-    serde::de::DeserializeOwned,
+use k8s_openapi::api::{
+    core::v1::{Node, Pod, Service},
+    discovery::v1::EndpointSlice,
 };
 use kube::{
-    Api, Client, Config, Resource, ResourceExt as _,
-    api::{ListParams, WatchEvent, WatchParams},
+    Api, Client, Config,
+    api::{ListParams, WatchParams},
 };
 
-use super::cluster::{ClusterState, Item, ModelError};
+use super::{
+    api_failure::Failure,
+    cluster::{ClusterState, Item},
+    pod_lookup::{self, PodLookups},
+    reflector::{self, Follow},
+};
 
 /// The kinds followed, in the order of [`Inner::stores`].
-const KINDS: [&str; 4] = ["pods", "services", "endpointslices", "nodes"];
-/// Changes are published at most this often (a rollout changes many objects at once).
+pub const KINDS: [&str; 4] = ["pods", "services", "endpointslices", "nodes"];
+const POD: usize = 0;
+/// Changes are published at most this often (a rollout changes many objects at once) ...
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// ... and at most this share of the watch thread's time goes into building snapshots: a cluster
+/// of 150,000 pods takes tens of milliseconds per snapshot, and its EndpointSlices change all the
+/// time.
+const PUBLISH_SHARE: u32 = 20;
 const PAGE_SIZE: u32 = 500;
 /// Server-side end of a watch; the client then watches again from its resume point.
 const WATCH_TIMEOUT_S: u32 = 290;
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchStartError {
@@ -53,42 +59,104 @@ pub enum WatchStartError {
     Thread(std::io::Error),
 }
 
+/// Where the client's messages go (stderr; tests collect them).
+pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What to follow, and how to speak.
+#[derive(Clone)]
+pub struct LiveOptions {
+    /// This node's name: only its pods are listed and watched.
+    pub node_name: String,
+    pub say: Say,
+}
+
+impl LiveOptions {
+    /// Messages to stderr.
+    pub fn new(node_name: &str) -> LiveOptions {
+        LiveOptions {
+            node_name: node_name.to_string(),
+            say: Arc::new(|line| eprintln!("{line}")),
+        }
+    }
+}
+
 /// What the tracer reads: the latest snapshot and how fresh it is.
 #[derive(Clone)]
 pub struct LiveView {
     pub state: Arc<ClusterState>,
-    /// Some kind was never listed, or its watch is failing.
+    /// Some kind was never listed, or is not followed right now (its watch is failing).
     pub stale: bool,
     /// Since when the names may be out of date (zero when in sync).
     pub age: Duration,
 }
 
+/// Requests made to the API server, per kind in the order of [`KINDS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApiRequests {
+    /// List requests (each page one).
+    pub lists: [u64; 4],
+    pub watches: [u64; 4],
+    /// Requests that failed or streams that broke.
+    pub failures: [u64; 4],
+}
+
 #[derive(Default)]
-struct Health {
+pub(super) struct Health {
     /// A list of this kind is in the published snapshot.
     listed: bool,
     /// A list arrived and is not published yet: not in sync until it is (else a record could say
     /// "current" and name nothing, in the moment between the two).
     list_pending: bool,
+    /// Since the first failure not yet followed by a healthy watch.
     failing_since: Option<Instant>,
+    /// The cause last said (forgotten once the watch has been healthy for long: a later failure
+    /// is news again).
+    said: Option<Failure>,
+    /// "following again" has been said since `said`.
+    recovery_said: bool,
 }
 
-struct Inner {
+/// An object in a store, with the `resourceVersion` it was read at: a relist keeps the objects
+/// that did not change (no second copy of the cluster while it runs).
+pub(super) struct Stored {
+    pub(super) resource_version: Version,
+    pub(super) item: Item,
+}
+
+/// A `resourceVersion`, which the API says to compare only for equality: kept as a 64-bit hash
+/// (FNV-1a), not a string per object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Version(u64);
+
+impl Version {
+    pub(super) fn of(resource_version: &str) -> Version {
+        let mut hash = 0xcbf2_9ce4_8422_2325_u64;
+        for byte in resource_version.bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Version(hash)
+    }
+}
+
+pub(super) struct Inner {
     state: Arc<ClusterState>,
-    stores: [HashMap<String, Item>; 4],
+    stores: [HashMap<Box<str>, Stored>; 4],
     /// Nodes deleted since the start, newest last (at most `DEPARTED_NODES_KEPT`).
-    departed: Vec<super::cluster::Node>,
+    departed: Vec<Arc<super::cluster::Node>>,
     dirty: bool,
     health: [Health; 4],
     started: Instant,
+    pub(super) requests: ApiRequests,
+    /// How long the last snapshot took to build.
+    last_build: Duration,
 }
 
-type Shared = Arc<Mutex<Inner>>;
+pub(super) type Shared = Arc<Mutex<Inner>>;
 
 /// Deleted nodes remembered: their addresses may still be where a connection's NAT state was.
 const DEPARTED_NODES_KEPT: usize = 256;
 
-fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
+pub(super) fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
     // A panic on the watch thread must not take identities down with it: use what is there.
     shared
         .lock()
@@ -98,6 +166,8 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
 /// A running list+watch of the cluster. Dropping it stops the thread.
 pub struct LiveCluster {
     shared: Shared,
+    node: String,
+    lookups: PodLookups,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -105,7 +175,7 @@ pub struct LiveCluster {
 impl LiveCluster {
     /// Starts following the cluster `config` points at. Fails only if no client can be made from
     /// the config; an unreachable API is not an error (the view is stale until it answers).
-    pub fn start(config: Config) -> Result<LiveCluster, WatchStartError> {
+    pub fn start(config: Config, options: LiveOptions) -> Result<LiveCluster, WatchStartError> {
         let shared: Shared = Arc::new(Mutex::new(Inner {
             state: Arc::new(ClusterState::default()),
             stores: Default::default(),
@@ -113,10 +183,19 @@ impl LiveCluster {
             dirty: false,
             health: Default::default(),
             started: Instant::now(),
+            requests: ApiRequests::default(),
+            last_build: Duration::ZERO,
         }));
+        let (lookups, lookup_requests) = PodLookups::new();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_shared = Arc::clone(&shared);
+        let url = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let node = options.node_name.clone();
         let thread = std::thread::Builder::new()
             .name("k8s-watch".into())
             .spawn(move || {
@@ -143,7 +222,7 @@ impl LiveCluster {
                     };
                     tokio::select! {
                         _ = stop_rx => {}
-                        () = follow_all(client, thread_shared) => {}
+                        () = follow_all(client, &url, thread_shared, &options, lookup_requests) => {}
                     }
                 });
             })
@@ -159,6 +238,8 @@ impl LiveCluster {
         }
         Ok(LiveCluster {
             shared,
+            node,
+            lookups,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -185,6 +266,25 @@ impl LiveCluster {
             age,
         }
     }
+
+    /// The node whose pods are followed.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Requests made so far by the list+watch loops.
+    pub fn requests(&self) -> ApiRequests {
+        lock(&self.shared).requests
+    }
+
+    /// The on-demand pod lookups (answers are taken in by [`PodLookups::receive`]).
+    pub fn lookups(&self) -> &PodLookups {
+        &self.lookups
+    }
+
+    pub fn lookups_mut(&mut self) -> &mut PodLookups {
+        &mut self.lookups
+    }
 }
 
 impl Drop for LiveCluster {
@@ -198,212 +298,199 @@ impl Drop for LiveCluster {
     }
 }
 
-async fn follow_all(client: Client, shared: Shared) {
+async fn follow_all(
+    client: Client,
+    url: &str,
+    shared: Shared,
+    options: &LiveOptions,
+    lookups: pod_lookup::Requests,
+) {
     let publish = async {
-        let mut tick = tokio::time::interval(PUBLISH_EVERY);
+        let mut next = Instant::now();
         loop {
-            tick.tick().await;
-            publish_if_dirty(&shared);
+            tokio::time::sleep_until(next.into()).await;
+            let built = publish_if_dirty(&shared, &options.say);
+            next = Instant::now() + PUBLISH_EVERY.max(built * PUBLISH_SHARE);
         }
     };
+    // This node's pods from the API server's cache (`resourceVersion=0`, indexed by node: no
+    // read of every pod from etcd); in one answer, as the cache does not page.
+    let on_node = format!("spec.nodeName={}", options.node_name);
+    let pods = Follow {
+        kind: POD,
+        list: ListParams::default().fields(&on_node).match_any(),
+        watch: WatchParams::default()
+            .fields(&on_node)
+            .timeout(WATCH_TIMEOUT_S),
+        url,
+        say: &options.say,
+    };
+    let cluster_wide = |kind| Follow {
+        kind,
+        list: ListParams::default().limit(PAGE_SIZE),
+        watch: WatchParams::default().timeout(WATCH_TIMEOUT_S),
+        url,
+        say: &options.say,
+    };
     tokio::join!(
-        follow::<Pod>(Api::all(client.clone()), 0, &shared),
-        follow::<Service>(Api::all(client.clone()), 1, &shared),
-        follow::<EndpointSlice>(Api::all(client.clone()), 2, &shared),
-        follow::<Node>(Api::all(client), 3, &shared),
+        reflector::follow::<Pod>(Api::all(client.clone()), pods, &shared),
+        reflector::follow::<Service>(Api::all(client.clone()), cluster_wide(1), &shared),
+        reflector::follow::<EndpointSlice>(Api::all(client.clone()), cluster_wide(2), &shared),
+        reflector::follow::<Node>(Api::all(client.clone()), cluster_wide(3), &shared),
+        pod_lookup::serve(client, url, lookups),
         publish,
     );
 }
 
-fn publish_if_dirty(shared: &Shared) {
+/// Builds and publishes a snapshot if anything changed; how long the build took.
+fn publish_if_dirty(shared: &Shared, say: &Say) -> Duration {
+    let started = Instant::now();
     let mut inner = lock(shared);
     if !inner.dirty {
-        return;
+        return inner.last_build;
     }
     inner.dirty = false;
     let items: Vec<Item> = inner
         .stores
         .iter()
-        .flat_map(|s| s.values().cloned())
+        .flat_map(|s| s.values().map(|stored| stored.item.clone()))
         .collect();
-    inner.state =
-        Arc::new(ClusterState::from_items(items).with_departed_nodes(inner.departed.clone()));
+    let state = ClusterState::from_items(items).with_departed_nodes(inner.departed.clone());
+    let old = std::mem::replace(&mut inner.state, Arc::new(state));
+    let mut listed = false;
     for (kind, health) in inner.health.iter_mut().enumerate() {
         if std::mem::take(&mut health.list_pending) {
+            listed = true;
             health.listed = true;
-            if health.failing_since.take().is_some() {
-                eprintln!(
-                    "tracer: Kubernetes API: following {} again; names are current",
-                    KINDS[kind]
-                );
+            // After a failure, current once a watch has been healthy too (`mark_current`).
+            if health.failing_since.is_none() {
+                say_recovered(health, say, kind);
             }
         }
     }
+    inner.last_build = started.elapsed();
+    let built = inner.last_build;
+    drop(inner);
+    drop(old);
+    if listed {
+        release_free_memory();
+    }
+    built
 }
 
-/// `namespace/name` and the object in the model; `None` for an object the model cannot hold
-/// (reported).
-fn to_item<K>(obj: K, kind: usize) -> Option<(String, Item)>
-where
-    K: Resource,
-    Item: TryFrom<K, Error = ModelError>,
-{
-    let key = key_of(&obj);
-    match Item::try_from(obj) {
-        Ok(item) => Some((key, item)),
-        Err(e) => {
-            eprintln!(
-                "tracer: warning: Kubernetes API: skipping {} {key}: {e}",
-                KINDS[kind]
-            );
-            None
-        }
+/// Hands back to the system the memory a list left free: glibc keeps the freed pages of a
+/// thread's arena (the pages of a list, the objects a relist replaced), musl returns them itself.
+fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; no pointer is handed over.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+/// The stored object of `kind` at `key` when it is at `resource_version`.
+pub(super) fn stored_at(
+    shared: &Shared,
+    kind: usize,
+    key: &str,
+    resource_version: Version,
+) -> Option<Item> {
+    let inner = lock(shared);
+    let stored = inner.stores[kind].get(key)?;
+    (stored.resource_version == resource_version).then(|| stored.item.clone())
 }
 
-fn mark_ok(shared: &Shared, kind: usize) {
+/// A list of `kind` arrived: it replaces the store, published at the next tick.
+pub(super) fn store_list(shared: &Shared, kind: usize, items: HashMap<Box<str>, Stored>) {
     let mut inner = lock(shared);
-    if inner.health[kind].list_pending {
-        return; // in sync once the list is published
+    inner.stores[kind] = items;
+    inner.health[kind].list_pending = true;
+    inner.dirty = true;
+}
+
+pub(super) fn store_upsert(shared: &Shared, kind: usize, key: String, stored: Stored) {
+    let mut inner = lock(shared);
+    inner.stores[kind].insert(key.into_boxed_str(), stored);
+    inner.dirty = true;
+}
+
+pub(super) fn store_delete(shared: &Shared, kind: usize, key: &str) {
+    let mut inner = lock(shared);
+    if let Some(Stored {
+        item: Item::Node(node),
+        ..
+    }) = inner.stores[kind].remove(key)
+    {
+        if inner.departed.len() == DEPARTED_NODES_KEPT {
+            inner.departed.remove(0);
+        }
+        inner.departed.push(node);
     }
-    if inner.health[kind].failing_since.take().is_some() {
-        eprintln!(
+    inner.dirty = true;
+}
+
+pub(super) fn count_request(shared: &Shared, kind: usize, list: bool) {
+    let mut inner = lock(shared);
+    if list {
+        inner.requests.lists[kind] += 1;
+    } else {
+        inner.requests.watches[kind] += 1;
+    }
+}
+
+/// A request of `kind` failed: names are stale from now until a watch has been healthy for a
+/// while; the cause is said if it is not the one said last.
+pub(super) fn mark_failed(
+    shared: &Shared,
+    say: &Say,
+    kind: usize,
+    what: &str,
+    failure: Failure,
+    retry_in: Duration,
+) {
+    let mut inner = lock(shared);
+    inner.requests.failures[kind] += 1;
+    let health = &mut inner.health[kind];
+    if health.failing_since.is_none() {
+        health.failing_since = Some(Instant::now());
+    }
+    if health.said.as_ref().is_some_and(|s| s.same_cause(&failure)) {
+        return;
+    }
+    say(&format!(
+        "tracer: warning: Kubernetes API: cannot {what} {}: {failure}; tracing goes on, pod and \
+         Service names are marked stale until it answers (next try in {:.1} s; waits double up \
+         to {} s, each plus up to as much again at random)",
+        KINDS[kind],
+        retry_in.as_secs_f64(),
+        super::backoff::CAP.as_secs()
+    ));
+    health.said = Some(failure);
+    health.recovery_said = false;
+}
+
+/// The watch of `kind` has been healthy for a while: names are current again (once the list is
+/// published).
+pub(super) fn mark_current(shared: &Shared, say: &Say, kind: usize) {
+    let mut inner = lock(shared);
+    let health = &mut inner.health[kind];
+    if health.failing_since.take().is_some() && !health.list_pending {
+        say_recovered(health, say, kind);
+    }
+}
+
+/// "Following again", once after the cause that was said.
+fn say_recovered(health: &mut Health, say: &Say, kind: usize) {
+    if health.said.is_some() && !health.recovery_said {
+        health.recovery_said = true;
+        say(&format!(
             "tracer: Kubernetes API: following {} again; names are current",
             KINDS[kind]
-        );
+        ));
     }
 }
 
-fn mark_failed(shared: &Shared, kind: usize, what: &str, error: &dyn std::fmt::Display) {
-    let mut inner = lock(shared);
-    if inner.health[kind].failing_since.is_none() {
-        inner.health[kind].failing_since = Some(Instant::now());
-        eprintln!(
-            "tracer: warning: Kubernetes API: cannot {what} {}: {error}; tracing goes on, pod and \
-             Service names are marked stale until it answers",
-            KINDS[kind]
-        );
-    }
-}
-
-fn is_gone(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(status) if status.code == 410)
-}
-
-struct Backoff(Duration);
-
-impl Backoff {
-    fn reset(&mut self) {
-        self.0 = Duration::from_millis(500);
-    }
-
-    async fn wait(&mut self) {
-        tokio::time::sleep(self.0).await;
-        self.0 = (self.0 * 2).min(BACKOFF_MAX);
-    }
-}
-
-/// List, then watch, forever: the reflector loop for one kind.
-async fn follow<K>(api: Api<K>, kind: usize, shared: &Shared)
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    Item: TryFrom<K, Error = ModelError>,
-{
-    let mut backoff = Backoff(Duration::ZERO);
-    backoff.reset();
-    'relist: loop {
-        let mut items = HashMap::new();
-        let mut continue_token = None;
-        let mut resource_version = loop {
-            let params = ListParams {
-                limit: Some(PAGE_SIZE),
-                continue_token: continue_token.take(),
-                ..ListParams::default()
-            };
-            match api.list(&params).await {
-                Ok(list) => {
-                    items.extend(list.items.into_iter().filter_map(|o| to_item(o, kind)));
-                    continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
-                    if continue_token.is_none() {
-                        break list.metadata.resource_version.unwrap_or_default();
-                    }
-                }
-                Err(e) => {
-                    mark_failed(shared, kind, "list", &e);
-                    backoff.wait().await;
-                    continue 'relist;
-                }
-            }
-        };
-        {
-            let mut inner = lock(shared);
-            inner.stores[kind] = items;
-            inner.health[kind].list_pending = true;
-            inner.dirty = true;
-        }
-        backoff.reset();
-        loop {
-            let params = WatchParams::default().timeout(WATCH_TIMEOUT_S);
-            let stream = match api.watch(&params, &resource_version).await {
-                Ok(stream) => stream,
-                Err(e) if is_gone(&e) => continue 'relist,
-                Err(e) => {
-                    mark_failed(shared, kind, "watch", &e);
-                    backoff.wait().await;
-                    continue;
-                }
-            };
-            mark_ok(shared, kind);
-            let started = Instant::now();
-            let mut events = 0_u64;
-            pin_mut!(stream);
-            while let Some(event) = stream.next().await {
-                events += 1;
-                match event {
-                    Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
-                        resource_version = obj.resource_version().unwrap_or(resource_version);
-                        if let Some((key, item)) = to_item(obj, kind) {
-                            let mut inner = lock(shared);
-                            inner.stores[kind].insert(key, item);
-                            inner.dirty = true;
-                        }
-                    }
-                    Ok(WatchEvent::Deleted(obj)) => {
-                        resource_version = obj.resource_version().unwrap_or(resource_version);
-                        let mut inner = lock(shared);
-                        if let Some(Item::Node(node)) = inner.stores[kind].remove(&key_of(&obj)) {
-                            if inner.departed.len() == DEPARTED_NODES_KEPT {
-                                inner.departed.remove(0);
-                            }
-                            inner.departed.push(node);
-                        }
-                        inner.dirty = true;
-                    }
-                    Ok(WatchEvent::Bookmark(mark)) => {
-                        resource_version = mark.metadata.resource_version;
-                        mark_ok(shared, kind);
-                    }
-                    // The resume point is older than the server keeps: list everything again.
-                    Ok(WatchEvent::Error(status)) if status.code == 410 => continue 'relist,
-                    Ok(WatchEvent::Error(status)) => {
-                        mark_failed(shared, kind, "watch", &status);
-                        break;
-                    }
-                    Err(e) => {
-                        mark_failed(shared, kind, "watch", &e);
-                        break;
-                    }
-                }
-            }
-            // The server ended the watch (its timeout, or it went away): watch again from the resume
-            // point, without spinning if it keeps closing at once.
-            if events == 0 && started.elapsed() < Duration::from_secs(1) {
-                backoff.wait().await;
-            }
-        }
-    }
+/// The watch of `kind` has delivered events for long: a later failure is a new story.
+pub(super) fn forget_said(shared: &Shared, kind: usize) {
+    lock(shared).health[kind].said = None;
 }

@@ -26,6 +26,9 @@
 //! - `userspace`: the pipeline, the cluster model, `--metrics`; `latency`: detection latency;
 //!   `flood`: memory under a SYN flood.
 //!
+//! The API section (requests to the API server, the cluster model's memory) is `bench_api.rs`
+//! beside this directory; `--api-only` runs it alone, without root.
+//!
 //! Rounds are interleaved and each is compared with the no-tracer round of its own cycle, so slow
 //! drifts of a shared machine cancel out. Every storm round starts with an empty conntrack table.
 //! Every loop is bounded in count and time; Ctrl-C ends the current step and everything is cleaned up.
@@ -40,18 +43,18 @@ mod flood;
 mod guest;
 mod kstats;
 mod latency;
-mod load;
+pub(crate) mod load;
 mod loopback;
 mod paired_cpu;
 mod peers;
 mod recordings;
-mod report;
+pub(crate) mod report;
 mod schedule;
 mod sections;
 mod stats_round;
 mod storm;
 mod storm_runs;
-mod testbed;
+pub(crate) mod testbed;
 mod throughput;
 mod tiers;
 mod tracefs;
@@ -157,6 +160,10 @@ pub struct BenchArgs {
     /// Seconds of traffic per round (default 2; 1 with --quick).
     #[arg(long)]
     pub traffic_secs: Option<f64>,
+    /// Only the API section (requests to the API server and the cluster model's memory on a
+    /// 150,000-pod cluster); needs no root.
+    #[arg(long, conflicts_with = "connect_only")]
+    pub api_only: bool,
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
@@ -242,6 +249,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
     if sections.has(Section::Userspace) {
         userspace::run(&tracer, args, &mut table)?;
+        crate::bench_api::section(&tracer, args.quick, &mut table)?;
+        check_interrupted()?;
     }
     if sections.has(Section::Recordings) {
         eprintln!("bench: summary and replay of a large recording");
