@@ -128,7 +128,7 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     skc_num: 0,
     socket_ino: 0,
     sk_max_ack_backlog: 0,
-    _pad: 0,
+    tcp_total_retrans: 0,
 };
 
 pub fn sock_offsets() -> SockOffsets {
@@ -152,9 +152,13 @@ pub fn hooks_only() -> bool {
 }
 
 pub fn count(index: u32) {
+    count_by(index, 1);
+}
+
+pub fn count_by(index: u32, n: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(index) {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
-        unsafe { *slot += 1 };
+        unsafe { *slot += n };
     }
 }
 
