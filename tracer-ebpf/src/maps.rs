@@ -46,10 +46,6 @@ pub const OPEN_SLOT_BITS: u32 = 12;
 #[map]
 pub static ATTEMPT_SCRATCH: PerCpuArray<Attempt> = PerCpuArray::with_max_entries(1, 0);
 
-/// One word per CPU through which a socket pointer becomes a plain number (`sock_fields::as_number`).
-#[map]
-pub static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-
 /// Sockets whose attempt the `connect()` hook found no room for, already counted in
 /// `ATTEMPTS_MAP_FULL`. The state-change program opens attempts for sockets the hook never saw
 /// (kernel sockets); this tells it that one was seen, so the loss is not counted twice. Written only
