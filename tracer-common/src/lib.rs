@@ -203,6 +203,10 @@ pub mod counter {
     /// Messages of one `sendmmsg`/`recvmmsg` call past the ones the syscall-tracepoint hooks
     /// read (`MAX_MMSG`). Shown as dropped.
     pub const DNS_MMSG_BEYOND: u32 = 14;
+    /// SYN retransmits the kernel made (`tcp_sock.total_retrans`) without running the retransmit
+    /// program: their live `unanswered` update was never sent. The attempt's final SYN count is
+    /// taken from the socket. Shown as dropped.
+    pub const SYN_RETRANSMITS_UNSEEN: u32 = 15;
     /// Number of counters; size of the array.
     pub const COUNT: u32 = 16;
 }
@@ -496,7 +500,9 @@ pub struct SockOffsets {
     /// socket it accepts (`sk_clone_lock` copies the listener and does not reset it), 0 on a socket
     /// that called `connect()`. Tells a server's socket from a client's.
     pub sk_max_ack_backlog: u32,
-    pub _pad: u32,
+    /// `tcp_sock.total_retrans`: segments the kernel retransmitted on the socket, SYNs included
+    /// (counted before each goes out). What an attempt's SYN count is settled from at its end.
+    pub tcp_total_retrans: u32,
 }
 const _: () = assert!(size_of::<SockOffsets>() == 112);
 

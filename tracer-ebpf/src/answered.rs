@@ -10,6 +10,7 @@ use tracer_common::{
 use crate::{
     attempts::{self, Sock},
     maps::{HEALTHY, count, emit, now_ns},
+    syn_count,
 };
 
 /// When the answer was seen: as the socket left `SYN_SENT`, or only when it was destroyed (that
@@ -25,6 +26,9 @@ pub fn answered(sk: Sock, attempt: &mut Attempt, seen: Seen) {
     attempt.flags |= FLAG_ANSWERED;
     if seen == Seen::AtDestroy {
         count(counter::ANSWERED_SEEN_LATE);
+    } else {
+        // Only SYNs were retransmitted yet (at destroy, data may have been too).
+        syn_count::catch_up(sk, attempt);
     }
     if attempt.syn_count > 1 {
         emit(EVENT_CONNECT_END, 0, attempt);
@@ -76,4 +80,3 @@ fn count_healthy(attempt: &Attempt) {
         count(counter::HEALTHY_MAP_FULL);
     }
 }
-

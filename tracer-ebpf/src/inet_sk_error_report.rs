@@ -26,7 +26,7 @@ use crate::{
     dns,
     maps::{emit, hooks_only, now_ns},
     maps_dns::DNS_SOCK_ERRORS,
-    replies, sock_fields,
+    replies, sock_fields, syn_count,
 };
 
 const ECONNREFUSED: i32 = 111;
@@ -58,6 +58,7 @@ pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
         if attempt.closed_ns == 0 {
             attempt.closed_ns = now_ns();
         }
+        syn_count::catch_up(sk, attempt);
         emit(EVENT_CONNECT_END, error, attempt);
         attempts::end(sk);
     } else {

@@ -36,7 +36,7 @@ use crate::{
     answered::{Seen, answered},
     attempts::{self, Sock},
     maps::{emit, hooks_only, now_ns},
-    replies, sock_fields,
+    replies, sock_fields, syn_count,
     syn_sent::on_syn_sent,
 };
 
@@ -98,6 +98,7 @@ fn on_closed(sk: Sock) {
         attempts::end(sk);
         return;
     }
+    syn_count::catch_up(sk, attempt);
     // The kernel sets `sk_err` before it closes a connecting socket (a RST, an ICMP error, the
     // retransmit timer giving up), so the errno is here already. This ends the attempt on kernels
     // without the error-report tracepoint (5.10), and on 6.10+ where the report comes after the

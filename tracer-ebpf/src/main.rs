@@ -7,7 +7,7 @@
 //! - `inet_sock_set_state.rs`: `CLOSE -> SYN_SENT` starts the attempt's clock; leaving `SYN_SENT`
 //!   answers or closes it.
 //! - `tcp_retransmit_skb.rs`: every SYN retransmit is counted and sent live (the black hole, as it
-//!   happens).
+//!   happens); `syn_count.rs` settles the count from the socket where the kernel ran no program.
 //! - `tcp_receive_reset.rs`: a RST in `SYN_SENT` is remembered, to tell "refused by RST" from ICMP.
 //! - `inet_sk_error_report.rs`: the errno the kernel reports ends the attempt (refused, unreachable,
 //!   timed out), or an ICMP error queued while the app held the socket is remembered.
@@ -56,6 +56,7 @@ mod replies;
 mod sock_fields;
 mod sock_recv_length;
 mod sock_send_length;
+mod syn_count;
 mod syn_sent;
 mod syscall_buffers;
 mod tcp_connect;

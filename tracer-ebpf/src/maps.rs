@@ -46,10 +46,6 @@ pub const OPEN_SLOT_BITS: u32 = 12;
 #[map]
 pub static ATTEMPT_SCRATCH: PerCpuArray<Attempt> = PerCpuArray::with_max_entries(1, 0);
 
-/// One word per CPU through which a socket pointer becomes a plain number (`sock_fields::as_number`).
-#[map]
-pub static SCRATCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-
 /// Sockets whose attempt the `connect()` hook found no room for, already counted in
 /// `ATTEMPTS_MAP_FULL`. The state-change program opens attempts for sockets the hook never saw
 /// (kernel sockets); this tells it that one was seen, so the loss is not counted twice. Written only
@@ -128,7 +124,7 @@ static SOCK_OFFSETS: SockOffsets = SockOffsets {
     skc_num: 0,
     socket_ino: 0,
     sk_max_ack_backlog: 0,
-    _pad: 0,
+    tcp_total_retrans: 0,
 };
 
 pub fn sock_offsets() -> SockOffsets {
@@ -152,9 +148,13 @@ pub fn hooks_only() -> bool {
 }
 
 pub fn count(index: u32) {
+    count_by(index, 1);
+}
+
+pub fn count_by(index: u32, n: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(index) {
         // SAFETY: per-CPU slot, no concurrent writer on this CPU while the program runs.
-        unsafe { *slot += 1 };
+        unsafe { *slot += n };
     }
 }
 

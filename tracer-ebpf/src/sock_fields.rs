@@ -14,7 +14,7 @@
 use aya_ebpf::helpers::bpf_probe_read_kernel;
 use tracer_common::AF_INET6;
 
-use crate::maps::{SCRATCH, sock_offsets};
+use crate::maps::sock_offsets;
 
 /// Source and destination of a socket; IPv4 in the first 4 bytes. Ports in host order.
 pub struct Addrs {
@@ -134,18 +134,12 @@ pub fn netns_inode(sock: u64) -> u64 {
 
 /// A kernel pointer as a plain number. To the verifier a socket pointer a hook got from its context
 /// may be a map key or a helper argument (the privileged loader may leak pointers), but arithmetic
-/// on it is refused. A word read back from map memory is a number to it: one store and one load in
-/// this CPU's scratch word (both volatile, or the compiler would hand back the pointer itself).
+/// on it is refused. What `bpf_probe_read_kernel` copies is a number to it: the pointer is copied
+/// from this program's own stack frame. (Not through a per-CPU map word: a program a softirq runs
+/// on the same CPU between another program's store and load there would hand it its own pointer.)
 pub fn as_number(pointer: u64) -> u64 {
-    // Index 0 of a one-entry array: the lookup cannot fail, but the verifier wants the check.
-    let Some(word) = SCRATCH.get_ptr_mut(0) else {
-        return 0;
-    };
-    // SAFETY: a per-CPU map value, this program's alone while it runs on this CPU.
-    unsafe {
-        core::ptr::write_volatile(word, pointer);
-        core::ptr::read_volatile(word)
-    }
+    let on_stack = pointer;
+    read(core::ptr::addr_of!(on_stack) as u64)
 }
 
 /// Both ends of a request socket (a handshake in progress): its local port is `skc_num`, in host

@@ -25,7 +25,7 @@ use crate::{
     answered::{Seen, answered},
     attempts::{self, Sock},
     maps::{count, emit, hooks_only, now_ns, state_changes_seen},
-    replies, sock_fields,
+    replies, sock_fields, syn_count,
 };
 
 const EADDRNOTAVAIL: i32 = 99;
@@ -68,6 +68,7 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
             return 0;
         }
         attempt.closed_ns = now;
+        syn_count::catch_up(sk, attempt);
         // An error whose report run was skipped, still on the socket.
         let error = sock_fields::error(sk.0);
         if error != 0 {
@@ -82,6 +83,7 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
             soft => soft,
         };
     }
+    syn_count::catch_up(sk, attempt);
     emit(EVENT_CONNECT_END, 0, attempt);
     attempts::end(sk);
     0

@@ -9,7 +9,7 @@ use tracer_common::EVENT_SYN_RETRANSMIT;
 use crate::{
     attempts::{self, Sock},
     maps::{emit, hooks_only},
-    replies, sock_fields,
+    replies, sock_fields, syn_count,
 };
 
 const TCP_SYN_SENT: u8 = 2;
@@ -30,6 +30,7 @@ pub fn tcp_retransmit_skb(ctx: BtfTracePointContext) -> i32 {
     };
     let addrs = sock_fields::addrs(sk.0);
     attempt.syn_count = attempt.syn_count.saturating_add(1);
+    syn_count::catch_up(sk, attempt);
     attempt.saddr = addrs.saddr;
     attempt.sport = addrs.sport;
     emit(EVENT_SYN_RETRANSMIT, 0, attempt);

@@ -646,6 +646,11 @@ pub struct Dropped {
     /// tracepoint tier does not read.
     #[serde(default)]
     pub dns_mmsg_beyond: u64,
+    /// SYN retransmits the kernel made without running the retransmit program (no skipped run
+    /// counted either): their live `unanswered` update was not sent. The attempt's final `syns`
+    /// is taken from the socket's own count.
+    #[serde(default)]
+    pub syn_retransmits_unseen: u64,
 }
 
 /// One cause of loss as it is shown: `name` in `tracer summary`, `short` in the TUI's one-line
@@ -658,7 +663,7 @@ pub struct DropCause {
 
 impl Dropped {
     /// Every cause, in the order shown: one list for every breakdown, so each adds up to `total`.
-    pub fn by_cause(&self) -> [DropCause; 13] {
+    pub fn by_cause(&self) -> [DropCause; 14] {
         let cause = |name, short, count| DropCause { name, short, count };
         [
             cause("ring buffer full", "ring", self.ring_buffer_full),
@@ -689,10 +694,11 @@ impl Dropped {
             ),
             cause("ends unseen", "ends unseen", self.end_unseen),
             cause("dns unreadable", "dns unreadable", self.dns_unreadable),
+            cause("dns mmsg beyond", "dns mmsg beyond", self.dns_mmsg_beyond),
             cause(
-                "dns mmsg beyond",
-                "dns mmsg beyond",
-                self.dns_mmsg_beyond,
+                "syn retransmits unseen",
+                "retransmits unseen",
+                self.syn_retransmits_unseen,
             ),
         ]
     }

@@ -42,6 +42,7 @@ pub fn record(
             end_unseen: c.get(counter::END_UNSEEN),
             dns_unreadable: c.get(counter::DNS_UNREADABLE),
             dns_mmsg_beyond: c.get(counter::DNS_MMSG_BEYOND),
+            syn_retransmits_unseen: c.get(counter::SYN_RETRANSMITS_UNSEEN),
         },
         dns: DnsStats {
             queries: c.get(counter::DNS_QUERIES),

@@ -52,7 +52,7 @@ pub fn sock_offsets(kernel_btf: &KernelBtf<'_>, btf_path: &Path) -> anyhow::Resu
         socket_ino: (offset("socket_alloc", "vfs_inode")? - offset("socket_alloc", "socket")?)
             + offset("inode", "i_ino")?,
         sk_max_ack_backlog: offset("sock", "sk_max_ack_backlog")?,
-        _pad: 0,
+        tcp_total_retrans: offset("tcp_sock", "total_retrans")?,
     })
 }
 

@@ -711,6 +711,7 @@ fn drop_cause_label(name: &'static str) -> &'static str {
         "ends unseen" => "end_unseen",
         "dns unreadable" => "dns_unreadable",
         "dns mmsg beyond" => "dns_mmsg_beyond",
+        "syn retransmits unseen" => "syn_retransmits_unseen",
         other => other,
     }
 }
