@@ -485,7 +485,10 @@ fn dns_a_and_aaaa_sent_together_by_sendmmsg_are_both_followed() {
         assert_eq!(record["server"], server.to_string().as_str(), "{record}");
         assert_eq!(record["comm"], "resolver", "{record}");
     }
-    assert_eq!(a["socket_cookie"], aaaa["socket_cookie"], "one socket: {a}\n{aaaa}");
+    assert_eq!(
+        a["socket_cookie"], aaaa["socket_cookie"],
+        "one socket: {a}\n{aaaa}"
+    );
     let _ = tracer.stop();
 }
 
@@ -585,7 +588,11 @@ fn dns_unanswered_query_to_a_service_names_the_backend_from_conntrack() {
         v["kind"] == "dns" && v["verdict"] == "unanswered"
     });
     // Where the query went, whichever side of the node's DNAT the hooks saw it on.
-    assert_eq!(record["server"], format!("{backend}:53").as_str(), "{record}");
+    assert_eq!(
+        record["server"],
+        format!("{backend}:53").as_str(),
+        "{record}"
+    );
     assert_eq!(record["dialed"], format!("{vip}:53").as_str(), "{record}");
     assert_eq!(record["service"], format!("{vip}:53").as_str(), "{record}");
     assert_eq!(

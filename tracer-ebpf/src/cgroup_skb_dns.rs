@@ -179,5 +179,9 @@ fn reply(ctx: &SkBuffContext) -> Option<()> {
     }
     let socket = socket(ctx)?;
     let header: [u8; DNS_HEADER_LEN] = ctx.load(payload).ok()?;
-    dns::pair_reply(&socket, &header, Some((dgram.family, dgram.src, dgram.sport)))
+    dns::pair_reply(
+        &socket,
+        &header,
+        Some((dgram.family, dgram.src, dgram.sport)),
+    )
 }

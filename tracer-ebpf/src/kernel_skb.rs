@@ -50,8 +50,7 @@ impl KernelSkb {
         if head == 0 {
             return None;
         }
-        let transport =
-            head + u64::from(read::<u16>(self.0 + u64::from(off.skb_transport_header)));
+        let transport = head + u64::from(read::<u16>(self.0 + u64::from(off.skb_transport_header)));
         let (sport, dport, udp_len) = match ports {
             Ports::InHeader => {
                 let udp: [u8; 8] = read(transport);

@@ -25,7 +25,9 @@ pub fn sock_recv_length(ctx: BtfTracePointContext) -> i32 {
     let sk: *mut core::ffi::c_void = ctx.arg(0);
     let received: i32 = ctx.arg(1);
     let sock = as_number(sk as u64);
-    if usize::try_from(received).map_or(true, |n| n < DNS_HEADER_LEN) || sock_fields::protocol(sock) != IPPROTO_UDP {
+    if usize::try_from(received).map_or(true, |n| n < DNS_HEADER_LEN)
+        || sock_fields::protocol(sock) != IPPROTO_UDP
+    {
         return 0;
     }
     let Some(buffers) = syscall_buffers::current() else {

@@ -31,7 +31,9 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
     let sk: *mut core::ffi::c_void = ctx.arg(0);
     let sent: i32 = ctx.arg(1);
     let sock = as_number(sk as u64);
-    if usize::try_from(sent).map_or(true, |n| n < DNS_HEADER_LEN) || sock_fields::protocol(sock) != IPPROTO_UDP {
+    if usize::try_from(sent).map_or(true, |n| n < DNS_HEADER_LEN)
+        || sock_fields::protocol(sock) != IPPROTO_UDP
+    {
         return 0;
     }
     let Some(buffers) = syscall_buffers::current() else {

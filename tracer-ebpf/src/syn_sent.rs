@@ -72,4 +72,3 @@ fn at_first_syn(attempt: &mut Attempt, sk: Sock, addrs: &sock_fields::Addrs, now
     attempt.syn_count = 1;
     attempt.cookie = sock_fields::cookie(sk.0);
 }
-

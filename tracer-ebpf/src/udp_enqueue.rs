@@ -39,5 +39,9 @@ fn reply(sock: u64, skb: &KernelSkb) -> Option<()> {
     let (dgram, payload) = skb.udp(Ports::InHeader, |sport, _| sport == DNS_PORT)?;
     let socket = DnsSocket::of(sock, None)?;
     let header = payload.dns_header()?;
-    dns::pair_reply(&socket, &header, Some((dgram.family, dgram.src, dgram.sport)))
+    dns::pair_reply(
+        &socket,
+        &header,
+        Some((dgram.family, dgram.src, dgram.sport)),
+    )
 }

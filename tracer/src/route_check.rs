@@ -38,7 +38,13 @@ impl RouteCheck {
 
     /// The source address the kernel picks for `dst` in namespace `netns_inode`, if it routes
     /// there and the namespace can be found.
-    pub fn source(&mut self, netns_inode: u64, pid: u32, tid: u32, dst: SocketAddr) -> Option<IpAddr> {
+    pub fn source(
+        &mut self,
+        netns_inode: u64,
+        pid: u32,
+        tid: u32,
+        dst: SocketAddr,
+    ) -> Option<IpAddr> {
         self.route(netns_inode, pid, tid, dst)
             .ok()
             .filter(|ip| !ip.is_unspecified())

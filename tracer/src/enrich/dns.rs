@@ -35,14 +35,11 @@ impl Enricher {
         // Cilium keys its map by the socket's cookie, which it asked for; on the hook tiers that
         // know a socket by its address the query carries the cookie beside that id.
         let cookie = query.pending.cookie;
-        if let Some(service) = (cookie != 0).then_some(()).and(self.cilium.as_mut()).and_then(|c| {
-            c.service_of(
-                cookie,
-                server,
-                IPPROTO_UDP,
-                query.pending.sent_ns,
-            )
-        }) {
+        if let Some(service) = (cookie != 0)
+            .then_some(())
+            .and(self.cilium.as_mut())
+            .and_then(|c| c.service_of(cookie, server, IPPROTO_UDP, query.pending.sent_ns))
+        {
             return Some((service, server));
         }
         let original = Direction {

@@ -111,7 +111,12 @@ pub fn attach(
         HookTier::Fentry => {
             attach_fentry(ebpf, btf, "fentry_udp_send_skb", "udp_send_skb")?;
             attach_fentry(ebpf, btf, "fentry_udp_v6_send_skb", "udp_v6_send_skb")?;
-            attach_fentry(ebpf, btf, "fentry_udp_enqueue", "__udp_enqueue_schedule_skb")
+            attach_fentry(
+                ebpf,
+                btf,
+                "fentry_udp_enqueue",
+                "__udp_enqueue_schedule_skb",
+            )
         }
         HookTier::Kprobe => {
             attach_kprobe(ebpf, "kprobe_udp_send_skb", "udp_send_skb")?;

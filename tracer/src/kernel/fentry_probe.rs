@@ -44,7 +44,9 @@ struct ProgLoadAttr {
 /// `Ok` when a fentry program loads, else why not.
 pub fn probe(kernel_btf: &KernelBtf<'_>) -> Result<(), String> {
     let Some(attach_btf_id) = kernel_btf.function_id(TARGET) else {
-        return Err(format!("no function {TARGET} in the kernel's BTF to probe fentry with"));
+        return Err(format!(
+            "no function {TARGET} in the kernel's BTF to probe fentry with"
+        ));
     };
     // BPF_MOV64_IMM(r0, 0); BPF_EXIT_INSN()
     let insns: [u64; 2] = [0x0000_0000_0000_00b7, 0x0000_0000_0000_0095];

@@ -144,9 +144,11 @@ impl Probes {
             if self.error_report_tracepoint {
                 Ok(())
             } else {
-                Err("no tracepoint inet_sk_error_report (Linux 5.12+): without the state \
+                Err(
+                    "no tracepoint inet_sk_error_report (Linux 5.12+): without the state \
                      tracepoint, a connect's errno is known only from it"
-                    .to_string())
+                        .to_string(),
+                )
             }
         };
         match (side, tier) {
@@ -290,10 +292,7 @@ impl Ladder {
 
     /// The tiers to load now.
     pub fn tiers(&self) -> (Option<HookTier>, HookTier) {
-        (
-            self.dns.tier,
-            self.tcp.tier.unwrap_or(HookTier::Tracepoint),
-        )
+        (self.dns.tier, self.tcp.tier.unwrap_or(HookTier::Tracepoint))
     }
 
     /// `tier` failed to load or attach on `side`: rule it out and choose again. A forced tier
@@ -375,13 +374,19 @@ mod tests {
 
     #[test]
     fn a_refused_tier_falls_to_the_next_unless_it_was_forced() {
-        let mut ladder = Ladder::new(HookRequest::default(), &probes(true, true, true)).expect("ok");
+        let mut ladder =
+            Ladder::new(HookRequest::default(), &probes(true, true, true)).expect("ok");
         ladder
             .reject(Side::Dns, HookTier::Fentry, "verifier said no".into())
             .expect("falls back");
         assert_eq!(ladder.tiers().0, Some(HookTier::Tracepoint));
         assert_eq!(
-            ladder.report().dns.not_used.get(&HookTier::Fentry).map(String::as_str),
+            ladder
+                .report()
+                .dns
+                .not_used
+                .get(&HookTier::Fentry)
+                .map(String::as_str),
             Some("verifier said no")
         );
         let forced = HookRequest {

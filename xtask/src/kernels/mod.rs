@@ -215,7 +215,8 @@ impl Target {
             Target::Host => false,
             Target::Vm(series, arch) => {
                 scope == TierScope::Every
-                    || (*arch == Arch::host() && SERIES.last().is_some_and(|s| s.name == series.name))
+                    || (*arch == Arch::host()
+                        && SERIES.last().is_some_and(|s| s.name == series.name))
             }
         }
     }
@@ -485,13 +486,19 @@ impl Sources {
 /// stdout.
 pub fn boot_script(name: &str, script: &Path) -> anyhow::Result<()> {
     crate::setup::debian_packages(&["qemu-system-x86", "busybox-static", "xz-utils"])?;
-    let body = std::fs::read_to_string(script)
-        .with_context(|| format!("reading {}", script.display()))?;
+    let body =
+        std::fs::read_to_string(script).with_context(|| format!("reading {}", script.display()))?;
     let kernel = debian_kernel(name)?;
     let work = workspace_root()?.join("target/kernel-matrix");
     std::fs::create_dir_all(&work)?;
     let log = work.join(format!("vm-{}.log", kernel.release));
-    boot(&kernel, &body, &work, &log, std::time::Duration::from_mins(20))?;
+    boot(
+        &kernel,
+        &body,
+        &work,
+        &log,
+        std::time::Duration::from_mins(20),
+    )?;
     print!("{}", std::fs::read_to_string(&log)?);
     Ok(())
 }

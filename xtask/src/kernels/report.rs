@@ -52,7 +52,10 @@ pub struct TierRun {
 impl Outcome {
     /// Scenarios passed, default and forced runs together, and how many ran.
     pub fn tally(&self) -> (usize, usize) {
-        let forced = self.forced.iter().flat_map(|r| r.passed.iter().map(|p| p.1));
+        let forced = self
+            .forced
+            .iter()
+            .flat_map(|r| r.passed.iter().map(|p| p.1));
         let all: Vec<bool> = self.passed.iter().copied().chain(forced).collect();
         (all.iter().filter(|p| **p).count(), all.len())
     }
@@ -100,7 +103,9 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         .iter()
         .filter_map(|(label, body)| {
             let (side, tier) = label.split_once(' ')?;
-            let side = [Side::Tcp, Side::Dns].into_iter().find(|s| s.name() == side)?;
+            let side = [Side::Tcp, Side::Dns]
+                .into_iter()
+                .find(|s| s.name() == side)?;
             let passed = SCENARIOS
                 .iter()
                 .filter(|s| s.side == Some(side))
@@ -147,13 +152,15 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         finished: fatal.is_none() && unfinished.is_none(),
         tested: true,
         note: fatal.or(unfinished),
-        failures: segments.iter().fold(String::new(), |mut all, (label, body)| {
-            let f = failure_sections(body);
-            if !f.is_empty() {
-                let _ = write!(all, "[tiers: {label}]\n{f}");
-            }
-            all
-        }),
+        failures: segments
+            .iter()
+            .fold(String::new(), |mut all, (label, body)| {
+                let f = failure_sections(body);
+                if !f.is_empty() {
+                    let _ = write!(all, "[tiers: {label}]\n{f}");
+                }
+                all
+            }),
         log,
     }
 }
@@ -305,11 +312,7 @@ pub fn tables(outcomes: &[Outcome]) -> String {
 /// One tier on one kernel: `default` (its scenarios are the first table's), `N/N` passed when
 /// forced, `FAIL ...` naming what failed, or `-` when the kernel does not offer it.
 fn tier_cell(o: &Outcome, side: Side, tier: &str) -> String {
-    if o
-        .default_tiers
-        .iter()
-        .any(|(s, t)| *s == side && t == tier)
-    {
+    if o.default_tiers.iter().any(|(s, t)| *s == side && t == tier) {
         return "default".into();
     }
     let Some(run) = o.forced.iter().find(|r| r.side == side && r.tier == tier) else {
@@ -354,6 +357,10 @@ mod tests {
             "nothing passed with kprobe forced"
         );
         assert!(!o.all_passed());
-        assert!(o.failures.starts_with("[tiers: tcp kprobe]"), "{}", o.failures);
+        assert!(
+            o.failures.starts_with("[tiers: tcp kprobe]"),
+            "{}",
+            o.failures
+        );
     }
 }

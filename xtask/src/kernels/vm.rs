@@ -193,7 +193,10 @@ pub fn run_in_vm(
         let a = boot_x86(kernel, &body, work, &log, VM_TIMEOUT);
         (a, b.join())
     });
-    let (mut a, b) = (a?, b.map_err(|_| anyhow::anyhow!("the second VM's thread panicked"))??);
+    let (mut a, b) = (
+        a?,
+        b.map_err(|_| anyhow::anyhow!("the second VM's thread panicked"))??,
+    );
     let both_done = a.text.contains("KM-DONE") && b.text.contains("KM-DONE");
     a.text.push_str(&b.text);
     a.timed_out = a.timed_out.or(b.timed_out);
