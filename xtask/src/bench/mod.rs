@@ -85,6 +85,7 @@ use crate::{
 };
 
 #[derive(Debug, clap::Args)]
+#[expect(clippy::struct_excessive_bools, reason = "command-line switches")]
 pub struct BenchArgs {
     /// About 2 minutes: 3 cycles of 3 s rounds (default: 8 cycles of 5 s, about 5 minutes).
     #[arg(long)]
@@ -248,9 +249,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut table = Table::default();
 
     if sections.has(Section::Userspace) {
-        userspace::run(&tracer, args, &mut table)?;
-        crate::bench_api::section(&tracer, args.quick, &mut table)?;
-        check_interrupted()?;
+        userspace_and_api(&tracer, args, &mut table)?;
     }
     if sections.has(Section::Recordings) {
         eprintln!("bench: summary and replay of a large recording");
@@ -286,24 +285,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     drop(bed);
     if sections.has(Section::Traffic) {
-        throughput::run(
-            &tracer,
-            &work.path,
-            &offer,
-            throughput::ThroughputConfig {
-                cycles: args
-                    .traffic_cycles
-                    .unwrap_or(if args.quick { 3 } else { 8 })
-                    .clamp(1, 100),
-                round: Duration::from_secs_f64(
-                    args.traffic_secs
-                        .unwrap_or(if args.quick { 1.0 } else { 2.0 })
-                        .clamp(0.2, 60.0),
-                ),
-            },
-            &mut table,
-        )?;
-        check_interrupted()?;
+        traffic_section(&tracer, &work.path, &offer, args, &mut table)?;
     }
     let vm = vm_runs::VmConfig {
         series: "6.12",
@@ -319,6 +301,41 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 /// `--tracer-bin`, or target/release/tracer built now.
+/// The per-packet tax (`throughput.rs`) with the run's cycle and round lengths.
+fn traffic_section(
+    tracer: &Path,
+    dir: &Path,
+    offer: &tiers::Offer,
+    args: &BenchArgs,
+    table: &mut Table,
+) -> anyhow::Result<()> {
+    throughput::run(
+        tracer,
+        dir,
+        offer,
+        throughput::ThroughputConfig {
+            cycles: args
+                .traffic_cycles
+                .unwrap_or(if args.quick { 3 } else { 8 })
+                .clamp(1, 100),
+            round: Duration::from_secs_f64(
+                args.traffic_secs
+                    .unwrap_or(if args.quick { 1.0 } else { 2.0 })
+                    .clamp(0.2, 60.0),
+            ),
+        },
+        table,
+    )?;
+    check_interrupted()
+}
+
+/// The userspace section and the API server's (`bench_api.rs`).
+fn userspace_and_api(tracer: &Path, args: &BenchArgs, table: &mut Table) -> anyhow::Result<()> {
+    userspace::run(tracer, args, table)?;
+    crate::bench_api::section(tracer, args.quick, table)?;
+    check_interrupted()
+}
+
 /// `--only recordings`: `summary` and `replay` of a large recording, no root, no test bed.
 fn recordings_alone(args: &BenchArgs) -> anyhow::Result<()> {
     let tracer = tracer_binary(args)?;

@@ -276,19 +276,7 @@ pub fn run(
         ..Sources::default()
     };
     // Everything downloaded first, one after the other; then the VMs run side by side.
-    let mut kernels = Vec::new();
-    for target in targets {
-        kernels.push(match target {
-            Target::Host => None,
-            Target::Vm(series, arch) => {
-                let kernel = sources.kernel(series, *arch)?;
-                if kernel.is_ok() && *arch != Arch::host() {
-                    let _ = sources.userland(*arch)?;
-                }
-                Some(kernel)
-            }
-        });
-    }
+    let kernels = sources.all_kernels(targets)?;
     let sources = &sources;
     let run_one = |target: &Target, kernel: Option<&Result<Kernel, String>>| {
         let started = std::time::Instant::now();
@@ -335,32 +323,16 @@ pub fn run(
             outcomes[i] = Some(run_one(target, None)?);
         }
     }
-    let queue = std::sync::Mutex::new(
-        targets
-            .iter()
-            .zip(&kernels)
-            .enumerate()
-            .filter(|(_, (t, _))| !matches!(t, Target::Host))
-            .collect::<Vec<_>>(),
-    );
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..vm_jobs() {
-            scope.spawn(|| {
-                loop {
-                    let next = queue.lock().ok().and_then(|mut q| q.pop());
-                    let Some((i, (target, kernel))) = next else {
-                        break;
-                    };
-                    let outcome = run_one(target, kernel.as_ref());
-                    if let Ok(mut done) = done.lock() {
-                        done.push((i, outcome));
-                    }
-                }
-            });
-        }
+    let vms: Vec<_> = targets
+        .iter()
+        .zip(&kernels)
+        .enumerate()
+        .filter(|(_, (t, _))| !matches!(t, Target::Host))
+        .collect();
+    let done = side_by_side(vms, vm_jobs(), |(target, kernel)| {
+        run_one(target, kernel.as_ref())
     });
-    for (i, outcome) in done.into_inner().unwrap_or_default() {
+    for (i, outcome) in done {
         outcomes[i] = Some(outcome?);
     }
     let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
@@ -372,6 +344,29 @@ pub fn run(
         .map(|(arch, _)| *arch)
         .collect();
     verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+}
+
+/// Runs `job` on each `(index, item)` with at most `jobs` at once; the results by index.
+fn side_by_side<T: Send, R: Send>(
+    items: Vec<(usize, T)>,
+    jobs: usize,
+    job: impl Fn(T) -> R + Sync,
+) -> Vec<(usize, R)> {
+    let queue = std::sync::Mutex::new(items);
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                while let Some((i, item)) = queue.lock().ok().and_then(|mut q| q.pop()) {
+                    let result = job(item);
+                    if let Ok(mut done) = done.lock() {
+                        done.push((i, result));
+                    }
+                }
+            });
+        }
+    });
+    done.into_inner().unwrap_or_default()
 }
 
 /// VMs run at once: their scenarios mostly wait (for SYN retransmits, DNS timeouts, a tracer to
@@ -458,6 +453,28 @@ impl Sources {
         Ok(debian::kernel(series, arch, online).map_err(|why| format!("{why:#}")))
     }
 
+    /// Each target's kernel (`None` for the host), and each other architecture's userland,
+    /// downloaded one after the other before any VM runs.
+    fn all_kernels(
+        &mut self,
+        targets: &[Target],
+    ) -> anyhow::Result<Vec<Option<Result<Kernel, String>>>> {
+        let mut kernels = Vec::new();
+        for target in targets {
+            kernels.push(match target {
+                Target::Host => None,
+                Target::Vm(series, arch) => {
+                    let kernel = self.kernel(series, *arch)?;
+                    if kernel.is_ok() && *arch != Arch::host() {
+                        let _ = self.userland(*arch)?;
+                    }
+                    Some(kernel)
+                }
+            });
+        }
+        Ok(kernels)
+    }
+
     /// The guest root of `arch` assembled by `userland`, if it was.
     fn userland_of(&self, arch: Arch) -> Option<&Result<userland::Userland, String>> {
         self.userlands
@@ -474,10 +491,7 @@ impl Sources {
                 .map_err(|why| format!("no {} userland: {why:#}", arch.debian_name()));
             self.userlands.push((arch, userland));
         }
-        self.userlands
-            .iter()
-            .find(|(a, _)| *a == arch)
-            .map(|(_, u)| u)
+        self.userland_of(arch)
             .context("the userland was just assembled")
     }
 }
