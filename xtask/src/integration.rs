@@ -18,8 +18,9 @@ use crate::shell::cargo;
 pub const TIME_LIMIT: Duration = Duration::from_mins(5);
 
 /// One test: the binary that holds it and its name as libtest lists it.
-struct Test {
-    binary: String,
+pub struct Test {
+    /// The test binary's target name (`dns`, `image`, ...).
+    pub binary: String,
     exe: PathBuf,
     name: String,
 }
@@ -31,14 +32,8 @@ enum Outcome {
     TimedOut,
 }
 
-/// Builds the tests, then runs each whose name contains `filter` (all without one), with
-/// `env` set and `limit` on each. Fails naming every test that failed or ran out of time.
-pub fn run(
-    root: &Path,
-    filter: Option<&str>,
-    limit: Duration,
-    env: &[(&str, &Path)],
-) -> anyhow::Result<()> {
+/// Builds the tests and lists each whose name contains `filter` (all without one).
+pub fn build(filter: Option<&str>) -> anyhow::Result<Vec<Test>> {
     let mut tests = Vec::new();
     for (binary, exe) in binaries()? {
         for name in list(&exe)? {
@@ -54,6 +49,20 @@ pub fn run(
     if tests.is_empty() {
         bail!("no integration test matches {filter:?}");
     }
+    Ok(tests)
+}
+
+/// Runs `tests` one at a time with `env` set and `limit` on each. Fails naming every test that
+/// failed or ran out of time.
+pub fn run(
+    root: &Path,
+    tests: &[Test],
+    limit: Duration,
+    env: &[(&str, &Path)],
+) -> anyhow::Result<()> {
+    if tests.is_empty() {
+        return Ok(());
+    }
     eprintln!(
         "xtask: {} integration tests, one at a time, {} s each at most",
         tests.len(),
@@ -61,7 +70,7 @@ pub fn run(
     );
     let started = Instant::now();
     let mut failed = Vec::new();
-    for test in &tests {
+    for test in tests {
         let (outcome, took) = run_one(root, test, limit, env)?;
         let label = format!("{}::{}", test.binary, test.name);
         match outcome {

@@ -25,7 +25,7 @@ pub fn run_in_vm(
     tracer: &Path,
     binaries: &[(String, PathBuf)],
     work: &Path,
-    forced_tiers: bool,
+    forcing: vm::Forcing,
 ) -> anyhow::Result<report::Outcome> {
     let guest = work.join(format!("root-{}", kernel.release));
     guest_root(userland, tracer, binaries, &guest)?;
@@ -43,10 +43,9 @@ pub fn run_in_vm(
             in_guest,
             &in_guest.join("tracer"),
             &guest_binaries,
-            if forced_tiers {
-                vm::Plan::ALL
-            } else {
-                vm::Plan::DEFAULT
+            match forcing {
+                vm::Forcing::OtherTiers { already_run } => vm::Plan::all(already_run),
+                vm::Forcing::No => vm::Plan::DEFAULT,
             },
         )),
         &initrd,

@@ -235,14 +235,33 @@ pub fn newest(arch: Arch) -> Target {
     Target::Vm(SERIES.last().unwrap_or(&SERIES[0]), arch)
 }
 
+/// The tracer and the test binaries (by name) of one architecture, copied for the VMs.
+type Copied = (PathBuf, Vec<(String, PathBuf)>);
+
+/// The matrix made ready to run: the test binaries of each architecture built and copied, each
+/// kernel and userland downloaded. Preparing builds and downloads but runs no VM, so it can go on
+/// beside other work.
+pub struct Prepared {
+    targets: Vec<Target>,
+    scope: TierScope,
+    root: PathBuf,
+    work: PathBuf,
+    built: Vec<(Arch, Copied)>,
+    sources: Sources,
+    kernels: Vec<Option<Result<Kernel, String>>>,
+    already_run: Vec<String>,
+}
+
 /// Builds what the scenarios need (the test binaries of each architecture; `tracers` holds the
-/// static tracer of each), runs them on every target, prints the tables, and fails if any scenario
-/// failed anywhere or a kernel could not be tested.
-pub fn run(
-    targets: &[Target],
+/// static tracer of each) and downloads every kernel, one after the other. The VMs that force
+/// other hook tiers skip those `already_run` names (`tcp:tracepoint`): the same run tested them
+/// elsewhere.
+pub fn prepare(
+    targets: Vec<Target>,
     tracers: &[(Arch, PathBuf)],
     scope: TierScope,
-) -> anyhow::Result<()> {
+    already_run: Vec<String>,
+) -> anyhow::Result<Prepared> {
     let root = workspace_root()?;
     let work = root.join("target/kernel-matrix");
     let mut arches: Vec<Arch> = targets.iter().map(Target::arch).collect();
@@ -257,14 +276,6 @@ pub fn run(
             .with_context(|| format!("no {} tracer was built", arch.debian_name()))?;
         built.push((arch, binaries_of(arch, tracer, &work)?));
     }
-    let binaries_for = |arch: Arch| {
-        built
-            .iter()
-            .find(|(a, _)| *a == arch)
-            .map(|(_, b)| b)
-            .context("binaries of the architecture")
-    };
-
     let mut sources = Sources {
         suites: targets
             .iter()
@@ -275,75 +286,127 @@ pub fn run(
             .collect(),
         ..Sources::default()
     };
-    // Everything downloaded first, one after the other; then the VMs run side by side.
-    let kernels = sources.all_kernels(targets)?;
-    let sources = &sources;
-    let run_one = |target: &Target, kernel: Option<&Result<Kernel, String>>| {
-        let started = std::time::Instant::now();
-        let (tracer, binaries) = binaries_for(target.arch())?;
-        let forced = target.forces_tiers(scope);
-        let outcome = match (target, kernel) {
-            (Target::Vm(_, arch), Some(Ok(kernel))) => {
-                let mut outcome = if *arch == Arch::host() {
-                    vm::run_in_vm(kernel, &root, tracer, binaries, &work, forced)?
-                } else {
-                    match sources.userland_of(*arch) {
-                        Some(Ok(userland)) => {
-                            arm64::run_in_vm(kernel, userland, tracer, binaries, &work, forced)?
-                        }
-                        Some(Err(why)) => report::Outcome::untested(kernel.release.clone(), why),
-                        None => report::Outcome::untested(kernel.release.clone(), "no userland"),
-                    }
-                };
-                if let Some(note) = &kernel.note {
-                    outcome.note = Some(match outcome.note {
-                        Some(other) => format!("{other}; {note}"),
-                        None => note.clone(),
-                    });
-                }
-                outcome
-            }
-            (Target::Vm(..), Some(Err(why))) => report::Outcome::untested(target.label(), why),
-            _ => vm::run_on_host(&root, tracer, binaries, &work)?,
+    let kernels = sources.all_kernels(&targets)?;
+    Ok(Prepared {
+        targets,
+        scope,
+        root,
+        work,
+        built,
+        sources,
+        kernels,
+        already_run,
+    })
+}
+
+/// Builds what the scenarios need, runs them on every target, prints the tables, and fails if
+/// any scenario failed anywhere or a kernel could not be tested.
+pub fn run(
+    targets: Vec<Target>,
+    tracers: &[(Arch, PathBuf)],
+    scope: TierScope,
+) -> anyhow::Result<()> {
+    prepare(targets, tracers, scope, Vec::new())?.run()
+}
+
+impl Prepared {
+    /// Runs the scenarios: the host first and alone, then the VMs side by side.
+    pub fn run(self) -> anyhow::Result<()> {
+        let Prepared {
+            targets,
+            scope,
+            root,
+            work,
+            built,
+            sources,
+            kernels,
+            already_run,
+        } = self;
+        let binaries_for = |arch: Arch| {
+            built
+                .iter()
+                .find(|(a, _)| *a == arch)
+                .map(|(_, b)| b)
+                .context("binaries of the architecture")
         };
-        let (passed, ran) = outcome.tally();
-        eprintln!(
-            "xtask: kernel {} ({}): {passed} of {ran} scenario runs passed in {:.0} s; log {}",
-            target.label(),
-            outcome.release,
-            started.elapsed().as_secs_f64(),
-            outcome.log.display()
-        );
-        anyhow::Ok(outcome)
-    };
-    let mut outcomes: Vec<Option<report::Outcome>> = targets.iter().map(|_| None).collect();
-    // The host first and alone: its scenarios time SYN retransmits on this machine's CPUs.
-    for (i, target) in targets.iter().enumerate() {
-        if matches!(target, Target::Host) {
-            outcomes[i] = Some(run_one(target, None)?);
+        let sources = &sources;
+        let run_one = |target: &Target, kernel: Option<&Result<Kernel, String>>| {
+            let started = std::time::Instant::now();
+            let (tracer, binaries) = binaries_for(target.arch())?;
+            let forcing = if target.forces_tiers(scope) {
+                vm::Forcing::OtherTiers {
+                    already_run: &already_run,
+                }
+            } else {
+                vm::Forcing::No
+            };
+            let outcome = match (target, kernel) {
+                (Target::Vm(_, arch), Some(Ok(kernel))) => {
+                    let mut outcome = if *arch == Arch::host() {
+                        vm::run_in_vm(kernel, &root, tracer, binaries, &work, forcing)?
+                    } else {
+                        match sources.userland_of(*arch) {
+                            Some(Ok(userland)) => arm64::run_in_vm(
+                                kernel, userland, tracer, binaries, &work, forcing,
+                            )?,
+                            Some(Err(why)) => {
+                                report::Outcome::untested(kernel.release.clone(), why)
+                            }
+                            None => {
+                                report::Outcome::untested(kernel.release.clone(), "no userland")
+                            }
+                        }
+                    };
+                    if let Some(note) = &kernel.note {
+                        outcome.note = Some(match outcome.note {
+                            Some(other) => format!("{other}; {note}"),
+                            None => note.clone(),
+                        });
+                    }
+                    outcome
+                }
+                (Target::Vm(..), Some(Err(why))) => report::Outcome::untested(target.label(), why),
+                _ => vm::run_on_host(&root, tracer, binaries, &work)?,
+            };
+            let (passed, ran) = outcome.tally();
+            eprintln!(
+                "xtask: kernel {} ({}): {passed} of {ran} scenario runs passed in {:.0} s; log {}",
+                target.label(),
+                outcome.release,
+                started.elapsed().as_secs_f64(),
+                outcome.log.display()
+            );
+            anyhow::Ok(outcome)
+        };
+        let mut outcomes: Vec<Option<report::Outcome>> = targets.iter().map(|_| None).collect();
+        // The host first and alone: its scenarios time SYN retransmits on this machine's CPUs.
+        for (i, target) in targets.iter().enumerate() {
+            if matches!(target, Target::Host) {
+                outcomes[i] = Some(run_one(target, None)?);
+            }
         }
+        let vms: Vec<_> = targets
+            .iter()
+            .zip(&kernels)
+            .enumerate()
+            .filter(|(_, (t, _))| !matches!(t, Target::Host))
+            .collect();
+        let done = side_by_side(vms, vm_jobs(), |(target, kernel)| {
+            run_one(target, kernel.as_ref())
+        });
+        for (i, outcome) in done {
+            outcomes[i] = Some(outcome?);
+        }
+        let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
+        println!("{}", report::tables(&outcomes));
+        let offline: Vec<Arch> = sources
+            .online
+            .iter()
+            .filter(|(_, online)| !online)
+            .map(|(arch, _)| *arch)
+            .collect();
+        verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
     }
-    let vms: Vec<_> = targets
-        .iter()
-        .zip(&kernels)
-        .enumerate()
-        .filter(|(_, (t, _))| !matches!(t, Target::Host))
-        .collect();
-    let done = side_by_side(vms, vm_jobs(), |(target, kernel)| {
-        run_one(target, kernel.as_ref())
-    });
-    for (i, outcome) in done {
-        outcomes[i] = Some(outcome?);
-    }
-    let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
-    println!("{}", report::tables(&outcomes));
-    let offline: Vec<Arch> = sources
-        .online
-        .iter()
-        .filter(|(_, online)| !online)
-        .map(|(arch, _)| *arch)
-        .collect();
-    verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
 }
 
 /// Runs `job` on each `(index, item)` with at most `jobs` at once; the results by index.
@@ -543,11 +606,7 @@ pub fn debian_kernel(name: &str) -> anyhow::Result<Kernel> {
 }
 
 /// The tracer and the test binaries of `arch`, copied under `work`.
-fn binaries_of(
-    arch: Arch,
-    tracer: &Path,
-    work: &Path,
-) -> anyhow::Result<(PathBuf, Vec<(String, PathBuf)>)> {
+fn binaries_of(arch: Arch, tracer: &Path, work: &Path) -> anyhow::Result<Copied> {
     let bin = if arch == Arch::host() {
         work.join("bin")
     } else {

@@ -26,6 +26,8 @@ pub struct Outcome {
     pub default_tiers: Vec<(Side, String)>,
     /// The other tiers forced, each with its side's scenarios.
     pub forced: Vec<TierRun>,
+    /// Other tiers not forced here: the host's, which its integration tests ran in the same run.
+    pub on_host: Vec<(Side, String)>,
     /// Capability name -> `full`, `degraded` or `off`, with the reason, as the tracer reported them.
     pub capabilities: Vec<(String, String)>,
     /// What went wrong outside the scenarios (a VM that hung, a script that failed), or what the
@@ -72,6 +74,7 @@ impl Outcome {
             passed: vec![false; SCENARIOS.len()],
             default_tiers: Vec::new(),
             forced: Vec::new(),
+            on_host: Vec::new(),
             capabilities: Vec::new(),
             note: Some(format!("not tested: {why}")),
             tested: false,
@@ -118,6 +121,16 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
             })
         })
         .collect();
+    let on_host = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("KM-ON-HOST ")?.trim().split_once(' '))
+        .filter_map(|(side, tier)| {
+            let side = [Side::Tcp, Side::Dns]
+                .into_iter()
+                .find(|s| s.name() == side)?;
+            Some((side, tier.to_string()))
+        })
+        .collect();
     let stats = text
         .lines()
         .filter_map(|l| l.strip_prefix("KM-CAPS "))
@@ -148,6 +161,7 @@ pub fn parse(text: &str, log: PathBuf) -> Outcome {
         passed,
         default_tiers,
         forced,
+        on_host,
         capabilities,
         finished: fatal.is_none() && unfinished.is_none(),
         tested: true,
@@ -310,10 +324,14 @@ pub fn tables(outcomes: &[Outcome]) -> String {
 }
 
 /// One tier on one kernel: `default` (its scenarios are the first table's), `N/N` passed when
-/// forced, `FAIL ...` naming what failed, or `-` when the kernel does not offer it.
+/// forced, `FAIL ...` naming what failed, `on host` when left to the host's integration tests, or
+/// `-` when the kernel does not offer it.
 fn tier_cell(o: &Outcome, side: Side, tier: &str) -> String {
     if o.default_tiers.iter().any(|(s, t)| *s == side && t == tier) {
         return "default".into();
+    }
+    if o.on_host.iter().any(|(s, t)| *s == side && t == tier) {
+        return "on host".into();
     }
     let Some(run) = o.forced.iter().find(|r| r.side == side && r.tier == tier) else {
         return "-".into();
@@ -328,7 +346,17 @@ fn tier_cell(o: &Outcome, side: Side, tier: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{failure_sections, parse};
+    use super::{Side, failure_sections, parse, tier_cell};
+
+    #[test]
+    fn a_tier_left_to_the_host_says_so_and_a_forced_one_counts() {
+        let log = "KM-KERNEL 6.12\nKM-ON-HOST tcp tracepoint\nKM-TIER tcp kprobe\n\
+                   test refused_by_rst_when_nothing_listens ... ok\nKM-DONE\n";
+        let o = parse(log, "x.log".into());
+        assert_eq!(tier_cell(&o, Side::Tcp, "tracepoint"), "on host");
+        assert!(tier_cell(&o, Side::Tcp, "kprobe").starts_with("FAIL 1/"));
+        assert_eq!(tier_cell(&o, Side::Dns, "kprobe"), "-");
+    }
 
     #[test]
     fn failure_sections_keep_each_failed_tests_output_and_nothing_else() {

@@ -21,8 +21,8 @@ const OTHER_TIERS: &str = include_str!("other_tiers.sh");
 /// tracer's first stats record (its `kernel` capabilities and hook tiers), each test binary's
 /// output with the default tiers (`KM-TIER default`), then the same side's scenarios again with
 /// each other tier the tracer said this kernel offers forced (`KM-TIER dns kprobe`, ...). A forced
-/// tier the tracer cannot run fails its scenarios: nothing is skipped in silence. Without
-/// `forced_tiers`, the default tiers only.
+/// tier the tracer cannot run fails its scenarios: nothing is skipped in silence, but a tier
+/// `plan.already_run` names, which ran elsewhere in the same run.
 pub(super) fn scenario_script(
     root: &Path,
     tracer: &Path,
@@ -46,6 +46,7 @@ pub(super) fn scenario_script(
         s,
         "for f in /tmp/tracer-verifier-*.log; do [ -f \"$f\" ] && {{ echo \"KM-VERIFIER $f\"; tail -40 \"$f\"; }}; done"
     );
+    let _ = writeln!(s, "KM_ALREADY_RUN='{}'", plan.already_run.join(" "));
     s.push_str(OTHER_TIERS);
     let _ = writeln!(s, "cd '{}'", root.join("tests").display());
     if plan.default {
@@ -66,20 +67,37 @@ pub(super) fn scenario_script(
 /// What one boot runs: the scenarios with the default tiers, and the sides whose other tiers are
 /// forced.
 #[derive(Clone, Copy)]
-pub struct Plan {
+pub struct Plan<'a> {
     pub default: bool,
     pub forced: &'static [Side],
+    /// Tiers not to force, as `side:tier` (`tcp:tracepoint`): the same run tested them elsewhere.
+    pub already_run: &'a [String],
 }
 
-impl Plan {
-    pub const DEFAULT: Plan = Plan {
+impl<'a> Plan<'a> {
+    pub const DEFAULT: Plan<'static> = Plan {
         default: true,
         forced: &[],
+        already_run: &[],
     };
-    pub const ALL: Plan = Plan {
-        default: true,
-        forced: &[Side::Tcp, Side::Dns],
-    };
+
+    /// The default tiers, then every other tier of both sides but those `already_run`.
+    pub fn all(already_run: &'a [String]) -> Self {
+        Plan {
+            default: true,
+            forced: &[Side::Tcp, Side::Dns],
+            already_run,
+        }
+    }
+}
+
+/// The hook tiers a VM forces besides its kernel's own choice.
+#[derive(Clone, Copy)]
+pub enum Forcing<'a> {
+    /// The kernel's own choice only.
+    No,
+    /// Every other tier the kernel offers, but those `already_run` (`side:tier`).
+    OtherTiers { already_run: &'a [String] },
 }
 
 /// Runs each binary's scenarios (of `side`, or all), with `env` before the command.
@@ -159,7 +177,7 @@ fn accel_args() -> Vec<&'static str> {
     }
 }
 
-/// The scenarios in an x86-64 VM booting `kernel`. With `forced_tiers`, two VMs side by side:
+/// The scenarios in an x86-64 VM booting `kernel`. Forcing other tiers, two VMs side by side:
 /// the default tiers then the TCP side's others in one, the DNS side's others in the second (the
 /// scenarios mostly wait, so the two share the CPUs well); their consoles are read as one.
 pub fn run_in_vm(
@@ -168,20 +186,22 @@ pub fn run_in_vm(
     tracer: &Path,
     binaries: &[(String, PathBuf)],
     work: &Path,
-    forced_tiers: bool,
+    forcing: Forcing,
 ) -> anyhow::Result<report::Outcome> {
     let log = work.join(format!("{}.log", kernel.release));
-    if !forced_tiers {
+    let Forcing::OtherTiers { already_run } = forcing else {
         let body = scenario_script(root, tracer, binaries, Plan::DEFAULT);
         return Ok(boot_x86(kernel, &body, work, &log, VM_TIMEOUT)?.outcome(kernel, log));
-    }
+    };
     let first = Plan {
         default: true,
         forced: &[Side::Tcp],
+        already_run,
     };
     let second = Plan {
         default: false,
         forced: &[Side::Dns],
+        already_run,
     };
     let second_log = work.join(format!("{}-dns-tiers.log", kernel.release));
     let (a, b) = std::thread::scope(|scope| {
