@@ -461,12 +461,22 @@ fn without_a_cgroup2_mount_it_mounts_its_own_and_still_traces() {
         stderr.contains("cgroup_v2: no cgroup v2 mounted"),
         "{stderr}"
     );
-    let leftover = std::fs::read_dir("/run").expect("/run").flatten().any(|e| {
-        e.file_name()
-            .to_string_lossy()
-            .starts_with("tracer-cgroup2-")
-    });
-    assert!(!leftover, "the tracer's cgroup2 folder is removed at exit");
+    // Its own folder, named in the reason: another tracer on the machine may have one of its own.
+    let folder = reason
+        .split_whitespace()
+        .find(|word| word.starts_with("/run/tracer-cgroup2-"))
+        .map(|word| word.trim_end_matches([',', ':', ';', ')']))
+        .expect("the reason names the folder");
+    assert!(
+        folder["/run/tracer-cgroup2-".len()..]
+            .parse::<u32>()
+            .is_ok(),
+        "the folder is named after the tracer's pid: {folder}"
+    );
+    assert!(
+        !std::path::Path::new(folder).exists(),
+        "the tracer's cgroup2 folder {folder} is removed at exit"
+    );
 }
 
 #[test]
