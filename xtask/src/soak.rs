@@ -656,12 +656,14 @@ fn report_records(
         let acc = flows::account(&one.failures, testbed::CLIENT_IP, dsts, &records);
         let (failed, reported, lost) = (one.total.failed(), acc.reported(), acc.lost());
         table.check(
-            format!("failing connects {what}: seen, final failure records, unreported"),
+            format!("failing connects {what}: seen, final failure records, unreported (per flow)"),
             format!("{failed}, {reported}, {lost}"),
             "0 unreported",
             lost == 0 && acc.matched.len() as u64 == failed,
         );
-        table.info(format!("  {what}, flow by flow"), acc.breakdown());
+        for (figure, value) in acc.rows() {
+            table.info(format!("  {figure}"), value);
+        }
         let _ = write!(details, "# {what}\n{}", acc.details());
     }
     std::fs::write(work.join("flows.txt"), details)?;

@@ -195,14 +195,20 @@ impl Accounting {
         self.matched.iter().filter(|m| which(&m.fate)).count() as u64
     }
 
-    /// The load's failures by fate, in one line: the soak's summary.
-    pub fn breakdown(&self) -> String {
+    /// The load's failures by fate, as rows of the soak's summary (figure, value).
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
         let answered: Vec<&Matched> = self
             .matched
             .iter()
             .filter(|m| matches!(m.fate, Fate::Answered { .. }))
             .collect();
-        let established_at_close = answered
+        // The load's own look at the socket as it gave up: the retransmit had left already (the
+        // answer came to it), or the answer had come and was not read yet.
+        let after_retransmit = answered
+            .iter()
+            .filter(|m| matches!(m.failure.how, Failure::TimedOut { syns: 2.., .. }))
+            .count();
+        let established = answered
             .iter()
             .filter(|m| {
                 matches!(
@@ -221,25 +227,36 @@ impl Accounting {
             }
         }
         let verdicts: Vec<String> = verdicts.iter().map(|(v, n)| format!("{v} {n}")).collect();
-        format!(
-            "{} failed: final failure record {} ({}); answered (slow) {} (the load's close found {} \
-             of them ESTABLISHED); answered on the first SYN (healthy, by design) {}; live records \
-             only {}; no record {}; never sent {}. Failure records the load did not count: {}",
-            self.matched.len(),
-            self.reported(),
-            if verdicts.is_empty() {
-                "-".to_owned()
-            } else {
-                verdicts.join(", ")
-            },
-            answered.len(),
-            established_at_close,
-            self.count(|f| *f == Fate::HealthyByDesign),
-            self.count(|f| *f == Fate::LiveOnly),
-            self.count(|f| *f == Fate::Unreported),
-            self.count(|f| *f == Fate::NotSent),
-            self.unclaimed_failure_records.len(),
-        )
+        vec![
+            (
+                "final failure records, by verdict",
+                if verdicts.is_empty() {
+                    "0".to_owned()
+                } else {
+                    verdicts.join(", ")
+                },
+            ),
+            (
+                "answered (`slow`) as the load gave up; of them, its last look saw the SYN \
+                 retransmitted, the socket ESTABLISHED",
+                format!("{}; {after_retransmit}, {established}", answered.len()),
+            ),
+            (
+                "answered on the first SYN (`healthy`, no record by design), live records only, \
+                 no record, never sent",
+                format!(
+                    "{}, {}, {}, {}",
+                    self.count(|f| *f == Fate::HealthyByDesign),
+                    self.count(|f| *f == Fate::LiveOnly),
+                    self.count(|f| *f == Fate::Unreported),
+                    self.count(|f| *f == Fate::NotSent),
+                ),
+            ),
+            (
+                "final failure records no failure of the load claims",
+                self.unclaimed_failure_records.len().to_string(),
+            ),
+        ]
     }
 
     /// Every failure that is not a plain final failure record, one line each, for the work
@@ -421,6 +438,29 @@ mod tests {
             (acc.matched[0].fate.clone(), acc.lost()),
             (Fate::NotSent, 0)
         );
+    }
+
+    #[test]
+    fn the_rows_say_how_many_were_answered_after_the_retransmit_the_load_saw() {
+        let failures = [
+            failure(1024, 0, SYN_SENT),
+            failure(
+                1025,
+                0,
+                Failure::TimedOut {
+                    tcp_state: 2,
+                    syns: 2,
+                },
+            ),
+        ];
+        let records = [
+            record(1024, 1_001, "abandoned", true),
+            record(1025, 1_001, "unanswered", false),
+            record(1025, 1_001, "slow", true),
+        ];
+        let rows = account(&failures, CLIENT, &|d| d == VIP, &records).rows();
+        let values: Vec<&str> = rows.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, ["abandoned 1", "1; 1, 0", "0, 0, 0, 0", "0"]);
     }
 
     #[test]
