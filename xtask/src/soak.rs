@@ -56,7 +56,8 @@ pub struct SoakArgs {
     /// How long the tracer runs under load.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=1440))]
     pub minutes: u64,
-    /// Keep the work directory (the tracer's output and stderr, Prometheus's data).
+    /// Keep the work directory (the tracer's output and stderr, Prometheus's data, and
+    /// `flows.txt`: each failed connect of the load that got no plain failure record).
     #[arg(long)]
     pub keep: bool,
 }
@@ -637,6 +638,14 @@ fn report_records(
     let Some(dropped) = dropped else {
         bail!("{} has no final stats record", output.display());
     };
+    let nonzero: Vec<String> = dropped
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
     let dropped_total: u64 = dropped
         .as_object()
         .map_or(0, |o| o.values().filter_map(Value::as_u64).sum());
@@ -672,10 +681,18 @@ fn report_records(
         format!("{remote_named} of {remote}"),
     );
     table.check(
-        "dropped (final stats, every counter)",
-        dropped_total.to_string(),
+        "dropped (final stats, every counter; the whole machine's, not only the soak's)",
+        if nonzero.is_empty() {
+            "0".to_owned()
+        } else {
+            format!("{dropped_total} ({})", nonzero.join(", "))
+        },
         "0",
         dropped_total == 0,
+    );
+    table.info(
+        "  of syn_retransmits_unseen, in the soak's flows (final syns beyond live updates)",
+        flows::retransmits_without_live_update(&records).to_string(),
     );
     table.info(
         "connects made: Service, refused, pods elsewhere",

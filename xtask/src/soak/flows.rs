@@ -24,8 +24,9 @@ const BEFORE: Duration = Duration::from_millis(500);
 /// ... and this long after the load's close (a final record's time is the kernel's close).
 const AFTER: Duration = Duration::from_secs(3);
 
-/// `TCP_ESTABLISHED` in `tcp_info.tcpi_state`.
+/// `tcp_info.tcpi_state` values.
 const TCP_ESTABLISHED: u8 = 1;
+const TCP_SYN_SENT: u8 = 2;
 
 /// The fields of a `connect` record the matching needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,9 @@ pub struct ConnectRecord {
     pub verdict: String,
     pub is_final: bool,
     pub netns: String,
+    /// The attempt's id, shared by its live updates and its end.
+    pub flow: String,
+    pub syns: u64,
 }
 
 impl ConnectRecord {
@@ -51,12 +55,33 @@ impl ConnectRecord {
             verdict: v["verdict"].as_str()?.to_owned(),
             is_final: v["final"].as_bool().unwrap_or(false),
             netns: v["netns"].as_str().unwrap_or_default().to_owned(),
+            flow: v["flow"].as_str().unwrap_or_default().to_owned(),
+            syns: v["syns"].as_u64().unwrap_or(0),
         })
     }
 
     fn is_answer(&self) -> bool {
         matches!(self.verdict.as_str(), "slow" | "established")
     }
+}
+
+/// SYN retransmits of ended attempts that got no live `unanswered` update: a final record's `syns`
+/// beyond 1 + its live updates (one is sent per retransmit the tracer's program saw). The share of
+/// `dropped.syn_retransmits_unseen` that fell on these records' flows (that counter is the whole
+/// node's).
+pub fn retransmits_without_live_update(records: &[ConnectRecord]) -> u64 {
+    let mut live: HashMap<&str, u64> = HashMap::new();
+    for r in records.iter().filter(|r| !r.is_final) {
+        *live.entry(r.flow.as_str()).or_default() += 1;
+    }
+    records
+        .iter()
+        .filter(|r| r.is_final)
+        .map(|r| {
+            let seen = live.get(r.flow.as_str()).copied().unwrap_or(0);
+            r.syns.saturating_sub(1 + seen)
+        })
+        .sum()
 }
 
 /// What the tracer wrote about one connect the load counted as failed.
@@ -202,24 +227,23 @@ impl Accounting {
             .iter()
             .filter(|m| matches!(m.fate, Fate::Answered { .. }))
             .collect();
-        // The load's own look at the socket as it gave up: the retransmit had left already (the
-        // answer came to it), or the answer had come and was not read yet.
-        let after_retransmit = answered
-            .iter()
-            .filter(|m| matches!(m.failure.how, Failure::TimedOut { syns: 2.., .. }))
-            .count();
-        let established = answered
-            .iter()
-            .filter(|m| {
-                matches!(
-                    m.failure.how,
-                    Failure::TimedOut {
-                        tcp_state: TCP_ESTABLISHED,
-                        ..
+        // The load's own last look at the socket (`TCP_INFO`, just before its close): the answer
+        // had come already (unread), or the SYN had been retransmitted, or neither (both came
+        // between that look and the close).
+        let look = |answered_yet: bool, retransmitted: bool| {
+            answered
+                .iter()
+                .filter(|m| match m.failure.how {
+                    Failure::TimedOut { tcp_state, syns } if tcp_state != 0 => {
+                        (tcp_state != TCP_SYN_SENT) == answered_yet
+                            && (answered_yet || (syns > 1) == retransmitted)
                     }
-                )
-            })
-            .count();
+                    _ => false,
+                })
+                .count()
+        };
+        let (answered_already, after_retransmit, one_syn) =
+            (look(true, false), look(false, true), look(false, false));
         let mut verdicts: BTreeMap<&str, u64> = BTreeMap::new();
         for m in &self.matched {
             if let Fate::Failure { verdict } = &m.fate {
@@ -237,9 +261,12 @@ impl Accounting {
                 },
             ),
             (
-                "answered (`slow`) as the load gave up; of them, its last look saw the SYN \
-                 retransmitted, the socket ESTABLISHED",
-                format!("{}; {after_retransmit}, {established}", answered.len()),
+                "answered (`slow`) as the load gave up; its last look before closing saw: \
+                 answered already (unread), the SYN retransmitted, one SYN",
+                format!(
+                    "{}; {answered_already}, {after_retransmit}, {one_syn}",
+                    answered.len()
+                ),
             ),
             (
                 "answered on the first SYN (`healthy`, no record by design), live records only, \
@@ -338,6 +365,8 @@ mod tests {
             verdict: verdict.to_owned(),
             is_final,
             netns: "bhb-c-1".to_owned(),
+            flow: format!("f{port}"),
+            syns: 1,
         }
     }
 
@@ -441,26 +470,37 @@ mod tests {
     }
 
     #[test]
-    fn the_rows_say_how_many_were_answered_after_the_retransmit_the_load_saw() {
+    fn the_rows_say_what_the_load_saw_of_the_answered_ones() {
+        let timed_out = |tcp_state, syns| Failure::TimedOut { tcp_state, syns };
         let failures = [
             failure(1024, 0, SYN_SENT),
-            failure(
-                1025,
-                0,
-                Failure::TimedOut {
-                    tcp_state: 2,
-                    syns: 2,
-                },
-            ),
+            failure(1025, 0, timed_out(2, 2)),
+            failure(1026, 0, timed_out(8, 2)),
+            failure(1027, 0, timed_out(2, 1)),
         ];
         let records = [
             record(1024, 1_001, "abandoned", true),
-            record(1025, 1_001, "unanswered", false),
             record(1025, 1_001, "slow", true),
+            record(1026, 990, "slow", true),
+            record(1027, 1_001, "slow", true),
         ];
         let rows = account(&failures, CLIENT, &|d| d == VIP, &records).rows();
         let values: Vec<&str> = rows.iter().map(|(_, v)| v.as_str()).collect();
-        assert_eq!(values, ["abandoned 1", "1; 1, 0", "0, 0, 0, 0", "0"]);
+        assert_eq!(values, ["abandoned 1", "3; 1, 1, 1", "0, 0, 0, 0", "0"]);
+    }
+
+    #[test]
+    fn retransmits_are_unseen_where_a_final_record_counts_more_syns_than_live_updates() {
+        let mut records = vec![
+            record(1024, 1_000, "unanswered", false),
+            record(1024, 2_000, "unanswered", false),
+            record(1024, 2_500, "abandoned", true),
+            record(1025, 1_001, "slow", true),
+            record(1026, 1_001, "abandoned", true),
+        ];
+        records[2].syns = 3;
+        records[3].syns = 2;
+        assert_eq!(retransmits_without_live_update(&records), 1);
     }
 
     #[test]
