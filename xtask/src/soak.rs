@@ -14,11 +14,15 @@
 //! the fixture knows for 30 s ([`API_SCHEDULE`]) and compacts (every watch expires); Prometheus is
 //! stopped (SIGSTOP) for a minute and later killed and restarted; `tracer sweep` asks it every
 //! 30 s, bounded to a minute.
+//!
+//! The records are accounted per flow (`flows.rs`): each connect the load counted as failed is
+//! matched with the tracer's records of its source port, and the summary says what became of each.
 #![expect(
     clippy::cast_precision_loss,
     reason = "counts and KiB far below 2^52 turned into rates and MiB"
 )]
 use std::{
+    fmt::Write as _,
     fs::File,
     io::{BufRead as _, BufReader},
     net::{Ipv4Addr, SocketAddrV4},
@@ -34,10 +38,12 @@ use std::{
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
+mod flows;
+
 use crate::{
     api_fixture::{ApiFixture, Fault, Kind, Synthetic, Verb},
     bench::{
-        load::{self, LoadConfig, LoadResult},
+        load::{self, FailedConnect, LoadConfig, LoadResult},
         report::Table,
         testbed::{self, Testbed},
     },
@@ -50,7 +56,8 @@ pub struct SoakArgs {
     /// How long the tracer runs under load.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=1440))]
     pub minutes: u64,
-    /// Keep the work directory (the tracer's output and stderr, Prometheus's data).
+    /// Keep the work directory (the tracer's output and stderr, Prometheus's data, and
+    /// `flows.txt`: each failed connect of the load that got no plain failure record).
     #[arg(long)]
     pub keep: bool,
 }
@@ -276,7 +283,7 @@ fn soak(tracer: &Path, work: &Path, length: Duration) -> anyhow::Result<Table> {
     drop(bed);
     let mut table = Table::default();
     report_memory(&rss, &mut table);
-    report_records(&output, &client_ns, &load, &mut table)?;
+    report_records(&output, &client_ns, &load, work, &mut table)?;
     report_requests(&log, &output, elapsed, &mut table)?;
     let stderr_lines = std::fs::read_to_string(&stderr_path)
         .unwrap_or_default()
@@ -346,11 +353,30 @@ fn wait_attached(child: &mut Child, stderr: &Path) -> anyhow::Result<()> {
 
 /// The three loads, in turns until stopped: 8 s through the Service at 100 connects/s (a tenth
 /// black-holed), 1 s refused at 20/s, 1 s to a pod elsewhere at 5/s (the next pod each turn).
-#[derive(Default, Debug, Clone, Copy)]
+#[derive(Default, Debug)]
 struct MixedLoad {
-    service: LoadResult,
-    refused: LoadResult,
-    remote: LoadResult,
+    service: OneLoad,
+    refused: OneLoad,
+    remote: OneLoad,
+}
+
+/// One of the loads: its totals and each failed connect.
+#[derive(Default, Debug)]
+struct OneLoad {
+    total: LoadResult,
+    failures: Vec<FailedConnect>,
+}
+
+impl OneLoad {
+    fn add(&mut self, (one, failures): (LoadResult, Vec<FailedConnect>)) {
+        let total = &mut self.total;
+        total.ok += one.ok;
+        total.timed_out += one.timed_out;
+        total.errors += one.errors;
+        total.cut += one.cut;
+        total.elapsed += one.elapsed;
+        self.failures.extend(failures);
+    }
 }
 
 fn mixed_load(
@@ -369,30 +395,21 @@ fn mixed_load(
     let mut turn = 0_usize;
     let mut total = MixedLoad::default();
     while running.load(Ordering::Relaxed) {
-        add(
-            &mut total.service,
-            &load::connect_load(client, testbed::VIP, cfg(8, 100.0))?,
-        );
-        add(
-            &mut total.refused,
-            &load::connect_load(client, REFUSED, cfg(1, 20.0))?,
-        );
+        total.service.add(load::connect_load_flows(
+            client,
+            testbed::VIP,
+            cfg(8, 100.0),
+        )?);
+        total
+            .refused
+            .add(load::connect_load_flows(client, REFUSED, cfg(1, 20.0))?);
         let pod = remote_pods[turn % remote_pods.len()];
-        add(
-            &mut total.remote,
-            &load::connect_load(client, pod, cfg(1, 5.0))?,
-        );
+        total
+            .remote
+            .add(load::connect_load_flows(client, pod, cfg(1, 5.0))?);
         turn += 1;
     }
     Ok(total)
-}
-
-fn add(total: &mut LoadResult, one: &LoadResult) {
-    total.ok += one.ok;
-    total.timed_out += one.timed_out;
-    total.errors += one.errors;
-    total.cut += one.cut;
-    total.elapsed += one.elapsed;
 }
 
 /// Pods on other nodes whose app has no Service (`synthetic.rs`: each tenth app), so no
@@ -584,17 +601,20 @@ fn report_memory(rss: &[(f64, f64)], table: &mut Table) {
     );
 }
 
-/// Failing connects the load saw against the failure records the tracer wrote, by destination.
-/// Only the bed's client namespace: the tracer sees the whole machine.
+/// Failing connects the load saw against the tracer's records, flow by flow (`flows.rs`), by
+/// destination. Only the bed's client namespace: the tracer sees the whole machine. Every failure
+/// that is not a plain failure record goes to `flows.txt` in the work directory (`--keep`).
 fn report_records(
     output: &Path,
     client_ns: &str,
     load: &MixedLoad,
+    work: &Path,
     table: &mut Table,
 ) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(output).with_context(|| format!("reading {}", output.display()))?;
-    let (mut service, mut refused, mut remote, mut remote_named) = (0_u64, 0_u64, 0_u64, 0_u64);
+    let mut records = Vec::new();
+    let (mut remote, mut remote_named) = (0_u64, 0_u64);
     let mut dropped = None;
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
@@ -602,19 +622,13 @@ fn report_records(
         };
         let is_final = v["final"].as_bool().unwrap_or(false);
         match v["kind"].as_str() {
-            Some("connect")
-                if is_final
-                    && v["netns"] == client_ns
-                    && !matches!(v["verdict"].as_str(), Some("slow" | "established")) =>
-            {
-                let dst = v["dst"].as_str().unwrap_or_default();
-                if dst == testbed::VIP.to_string() {
-                    service += 1;
-                } else if dst == REFUSED.to_string() {
-                    refused += 1;
-                } else if dst.starts_with("10.") && !dst.starts_with("10.232.") {
-                    remote += 1;
-                    remote_named += u64::from(v["dst_pod"].is_string());
+            Some("connect") if v["netns"] == client_ns => {
+                if let Some(r) = flows::ConnectRecord::from_json(&v) {
+                    if is_final && is_remote_pod(r.dst) && v["verdict"] != "slow" {
+                        remote += 1;
+                        remote_named += u64::from(v["dst_pod"].is_string());
+                    }
+                    records.push(r);
                 }
             }
             Some("stats") if is_final => dropped = Some(v["dropped"].clone()),
@@ -624,43 +638,81 @@ fn report_records(
     let Some(dropped) = dropped else {
         bail!("{} has no final stats record", output.display());
     };
+    let nonzero: Vec<String> = dropped
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
     let dropped_total: u64 = dropped
         .as_object()
         .map_or(0, |o| o.values().filter_map(Value::as_u64).sum());
-    for (what, seen, reported) in [
-        ("through the Service (black-holed)", &load.service, service),
-        ("refused", &load.refused, refused),
-        ("to pods elsewhere (black-holed)", &load.remote, remote),
-    ] {
-        let failed = seen.failed();
-        let lost = failed.saturating_sub(reported);
+    let mut details = String::new();
+    let loads: [(&str, &OneLoad, DstFilter); 3] = [
+        ("through the Service (black-holed)", &load.service, &|d| {
+            d == testbed::VIP
+        }),
+        ("refused", &load.refused, &|d| d == REFUSED),
+        (
+            "to pods elsewhere (black-holed)",
+            &load.remote,
+            &is_remote_pod,
+        ),
+    ];
+    for (what, one, dsts) in loads {
+        let acc = flows::account(&one.failures, testbed::CLIENT_IP, dsts, &records);
+        let (failed, reported, lost) = (one.total.failed(), acc.reported(), acc.lost());
         table.check(
-            format!("failing connects {what}: seen, reported, lost"),
+            format!("failing connects {what}: seen, final failure records, unreported (per flow)"),
             format!("{failed}, {reported}, {lost}"),
-            "0 lost",
-            lost == 0 && reported <= failed + seen.cut,
+            "0 unreported",
+            lost == 0 && acc.matched.len() as u64 == failed,
         );
+        for (figure, value) in acc.rows() {
+            table.info(format!("  {figure}"), value);
+        }
+        let _ = write!(details, "# {what}\n{}", acc.details());
     }
+    std::fs::write(work.join("flows.txt"), details)?;
     table.info(
         "failure records to pods elsewhere that name the pod (on-demand lookup)",
         format!("{remote_named} of {remote}"),
     );
     table.check(
-        "dropped (final stats, every counter)",
-        dropped_total.to_string(),
+        "dropped (final stats, every counter; the whole machine's, not only the soak's)",
+        if nonzero.is_empty() {
+            "0".to_owned()
+        } else {
+            format!("{dropped_total} ({})", nonzero.join(", "))
+        },
         "0",
         dropped_total == 0,
+    );
+    table.info(
+        "  of syn_retransmits_unseen, in the soak's flows (final syns beyond live updates)",
+        flows::retransmits_without_live_update(&records).to_string(),
     );
     table.info(
         "connects made: Service, refused, pods elsewhere",
         format!(
             "{}, {}, {}",
-            load.service.ok + load.service.failed(),
-            load.refused.failed(),
-            load.remote.failed()
+            load.service.total.ok + load.service.total.failed(),
+            load.refused.total.failed(),
+            load.remote.total.failed()
         ),
     );
     Ok(())
+}
+
+/// Which destinations a load's connects go to.
+type DstFilter<'a> = &'a dyn Fn(SocketAddrV4) -> bool;
+
+/// A pod of the generated cluster (`POD_RANGE`), not the bed's own `10.232.0.0/16`.
+fn is_remote_pod(dst: SocketAddrV4) -> bool {
+    let [a, b, ..] = dst.ip().octets();
+    a == 10 && (64..128).contains(&b)
 }
 
 /// What the fake API server saw, and what the tracer says it asked.

@@ -3,7 +3,8 @@
 //! - `connect_load`: short TCP connects to the VIP as fast as the machine allows for a fixed time.
 //!   Non-blocking connects, many in flight per thread (epoll); an answered connect is closed at once
 //!   with `SO_LINGER` 0 (RST, no `TIME_WAIT`); one with no answer after `timeout` is closed and counted as
-//!   a failure (those went to the dropping backend).
+//!   a failure (those went to the dropping backend). `connect_load_flows` also returns each failed
+//!   connect (source port, times, how it failed) to be matched with the tracer's records one by one.
 //! - `flood_worker`: many distinct SYNs to the dropping backend, sockets held open for a while.
 //! - `black_holed_connect`: one connect to the dropping backend, timed, for detection latency.
 use std::{
@@ -12,7 +13,7 @@ use std::{
     net::SocketAddrV4,
     os::fd::RawFd,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context as _, bail};
@@ -52,6 +53,30 @@ impl LoadResult {
     }
 }
 
+/// One connect the load counted as failed, as the tracer's records can be matched with it: the
+/// source address is the load's client address and `port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailedConnect {
+    /// The source port it was bound to; `None` when no port could be bound (nothing was sent).
+    pub port: Option<u16>,
+    /// When `connect()` was called and when the load closed the socket (wall clock, as records).
+    pub started: SystemTime,
+    pub ended: SystemTime,
+    pub how: Failure,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer seen within the timeout. `tcp_state` is the socket's state (`TCP_INFO`) as the load
+    /// closed it (`TCP_SYN_SENT`, or `TCP_ESTABLISHED` when the answer came as the load gave up, its
+    /// readiness not yet read) and `syns` the SYNs it had sent (1 + its retransmits).
+    TimedOut { tcp_state: u8, syns: u32 },
+    /// `connect()` or the socket's `SO_ERROR` gave this errno.
+    Error(i32),
+    /// No connect was made: `socket()` or `bind()` failed with this errno.
+    NotStarted(i32),
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct LoadConfig {
     pub threads: usize,
@@ -70,6 +95,24 @@ pub fn connect_load(
     target: SocketAddrV4,
     cfg: LoadConfig,
 ) -> anyhow::Result<LoadResult> {
+    Ok(run_threads(ns, target, cfg, false)?.0)
+}
+
+/// As [`connect_load`], and every failed connect, one by one.
+pub fn connect_load_flows(
+    ns: &Path,
+    target: SocketAddrV4,
+    cfg: LoadConfig,
+) -> anyhow::Result<(LoadResult, Vec<FailedConnect>)> {
+    run_threads(ns, target, cfg, true)
+}
+
+fn run_threads(
+    ns: &Path,
+    target: SocketAddrV4,
+    cfg: LoadConfig,
+    keep_failures: bool,
+) -> anyhow::Result<(LoadResult, Vec<FailedConnect>)> {
     let handles: Vec<_> = (0..cfg.threads)
         .map(|i| {
             let ns = ns.to_path_buf();
@@ -78,18 +121,24 @@ pub fn connect_load(
             let ports = (1024 + i as u32 * span) as u16..(1024 + (i as u32 + 1) * span) as u16;
             std::thread::Builder::new()
                 .name(format!("bench-load{i}"))
-                .spawn(move || -> anyhow::Result<LoadResult> {
-                    testbed::enter(&ns)?;
-                    load_thread(target, cfg, ports)
-                })
+                .spawn(
+                    move || -> anyhow::Result<(LoadResult, Vec<FailedConnect>)> {
+                        testbed::enter(&ns)?;
+                        load_thread(target, cfg, ports, keep_failures)
+                    },
+                )
                 .context("spawning a load thread")
         })
         .collect::<anyhow::Result<_>>()?;
     let mut total = LoadResult::default();
+    let mut failures = Vec::new();
     let mut first_error = None;
     for h in handles {
         match h.join() {
-            Ok(Ok(r)) => total.add(&r),
+            Ok(Ok((r, f))) => {
+                total.add(&r);
+                failures.extend(f);
+            }
             Ok(Err(e)) => first_error = first_error.or(Some(e)),
             Err(_) => {
                 first_error =
@@ -99,13 +148,15 @@ pub fn connect_load(
     }
     match first_error {
         Some(e) => Err(e),
-        None => Ok(total),
+        None => Ok((total, failures)),
     }
 }
 
 struct Slot {
     fd: RawFd,
     generation: u32,
+    port: u16,
+    started: SystemTime,
 }
 
 /// One thread's loop: keep `inflight` connects open, for `duration`, then drain (bounded).
@@ -119,8 +170,13 @@ fn load_thread(
     target: SocketAddrV4,
     cfg: LoadConfig,
     ports: std::ops::Range<u16>,
-) -> anyhow::Result<LoadResult> {
+    keep_failures: bool,
+) -> anyhow::Result<(LoadResult, Vec<FailedConnect>)> {
     let mut port = (ports.clone(), ports.start);
+    let mut failures = Failures {
+        keep: keep_failures,
+        list: Vec::new(),
+    };
     // SAFETY: epoll_create1(2); the fd is closed by the guard below.
     let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if epfd < 0 {
@@ -153,18 +209,31 @@ fn load_thread(
                     break;
                 }
                 generation = generation.wrapping_add(1);
+                let started = SystemTime::now();
                 match start_connect(epfd, target, i, generation, || next_port(&mut port)) {
-                    Ok(Some(fd)) => {
-                        slots[i] = Some(Slot { fd, generation });
+                    Started::Pending { fd, port } => {
+                        slots[i] = Some(Slot {
+                            fd,
+                            generation,
+                            port,
+                            started,
+                        });
                         deadlines.push_back((i, generation, Instant::now() + cfg.timeout));
                     }
-                    Ok(None) => {
+                    Started::Connected => {
                         result.ok += 1;
                         free.push(i);
                         break;
                     }
-                    Err(_) => {
+                    Started::Failed { port, error } => {
                         result.errors += 1;
+                        let errno = error.raw_os_error().unwrap_or(0);
+                        let how = if port.is_some() {
+                            Failure::Error(errno)
+                        } else {
+                            Failure::NotStarted(errno)
+                        };
+                        failures.push(port, started, how);
                         free.push(i);
                         break;
                     }
@@ -180,37 +249,11 @@ fn load_thread(
                 2,
             )
         };
-        for ev in events.iter().take(usize::try_from(n).unwrap_or(0)) {
-            let (i, g) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32);
-            let Some(slot) = slots.get_mut(i).and_then(Option::take) else {
-                continue;
-            };
-            if slot.generation != g {
-                slots[i] = Some(slot);
-                continue;
-            }
-            if socket_error(slot.fd) == 0 {
-                result.ok += 1;
-            } else {
-                result.errors += 1;
-            }
-            close(slot.fd);
-            free.push(i);
-        }
-        let now = Instant::now();
-        while let Some(&(i, g, deadline)) = deadlines.front() {
-            if deadline > now {
-                break;
-            }
-            deadlines.pop_front();
-            if slots[i].as_ref().is_some_and(|s| s.generation == g)
-                && let Some(slot) = slots[i].take()
-            {
-                close(slot.fd);
-                result.timed_out += 1;
-                free.push(i);
-            }
-        }
+        let ready = events.iter().take(usize::try_from(n).unwrap_or(0));
+        free.extend(settle(ready, &mut slots, &mut result, &mut failures));
+        let timed_out = expire(&mut deadlines, &mut slots, &mut failures);
+        result.timed_out += timed_out.len() as u64;
+        free.extend(timed_out);
     }
     for slot in slots.iter_mut().filter_map(Option::take) {
         close(slot.fd);
@@ -219,7 +262,88 @@ fn load_thread(
     result.elapsed = load_end
         .saturating_duration_since(start)
         .min(start.elapsed());
-    Ok(result)
+    Ok((result, failures.list))
+}
+
+/// A load thread's failed connects, kept only when asked for.
+struct Failures {
+    keep: bool,
+    list: Vec<FailedConnect>,
+}
+
+impl Failures {
+    /// A failure of a connect started at `started`, ending now.
+    fn push(&mut self, port: Option<u16>, started: SystemTime, how: Failure) {
+        if self.keep {
+            self.list.push(FailedConnect {
+                port,
+                started,
+                ended: SystemTime::now(),
+                how,
+            });
+        }
+    }
+}
+
+/// Counts and closes the connects epoll says are done (answered or failed); returns their slots,
+/// now free.
+fn settle<'a>(
+    ready: impl Iterator<Item = &'a libc::epoll_event>,
+    slots: &mut [Option<Slot>],
+    result: &mut LoadResult,
+    failures: &mut Failures,
+) -> Vec<usize> {
+    let mut freed = Vec::new();
+    for ev in ready {
+        let (i, g) = ((ev.u64 & 0xffff_ffff) as usize, (ev.u64 >> 32) as u32);
+        let Some(slot) = slots.get_mut(i).and_then(Option::take) else {
+            continue;
+        };
+        if slot.generation != g {
+            slots[i] = Some(slot);
+            continue;
+        }
+        match socket_error(slot.fd) {
+            0 => result.ok += 1,
+            errno => {
+                result.errors += 1;
+                failures.push(Some(slot.port), slot.started, Failure::Error(errno));
+            }
+        }
+        close(slot.fd);
+        freed.push(i);
+    }
+    freed
+}
+
+/// Closes the connects whose deadline passed unanswered; returns their slots, now free.
+fn expire(
+    deadlines: &mut VecDeque<(usize, u32, Instant)>,
+    slots: &mut [Option<Slot>],
+    failures: &mut Failures,
+) -> Vec<usize> {
+    let now = Instant::now();
+    let mut freed = Vec::new();
+    while let Some(&(i, g, deadline)) = deadlines.front() {
+        if deadline > now {
+            break;
+        }
+        deadlines.pop_front();
+        if slots[i].as_ref().is_some_and(|s| s.generation == g)
+            && let Some(slot) = slots[i].take()
+        {
+            // Read just before the close: an answer racing the deadline shows here.
+            let (tcp_state, syns) = tcp_state_and_syns(slot.fd);
+            close(slot.fd);
+            failures.push(
+                Some(slot.port),
+                slot.started,
+                Failure::TimedOut { tcp_state, syns },
+            );
+            freed.push(i);
+        }
+    }
+    freed
 }
 
 /// The next source port of `range`, round-robin (`cursor` is the one to hand out).
@@ -263,27 +387,44 @@ impl Pacer {
     }
 }
 
-/// Starts one non-blocking connect from a source port `next_port` gives. `Ok(Some(fd))`: in
-/// progress, registered with epoll; `Ok(None)`: connected at once (and closed).
+/// What `start_connect` did.
+enum Started {
+    /// In progress from `port`, registered with epoll.
+    Pending { fd: RawFd, port: u16 },
+    /// Connected at once (and closed).
+    Connected,
+    /// Failed; `port` is the source port it was bound to, if it got that far.
+    Failed {
+        port: Option<u16>,
+        error: std::io::Error,
+    },
+}
+
+/// Starts one non-blocking connect from a source port `next_port` gives.
 fn start_connect(
     epfd: RawFd,
     target: SocketAddrV4,
     slot: usize,
     generation: u32,
     mut next_port: impl FnMut() -> u16,
-) -> std::io::Result<Option<RawFd>> {
-    let fd = nonblocking_socket()?;
+) -> Started {
+    let fd = match nonblocking_socket() {
+        Ok(fd) => fd,
+        Err(error) => return Started::Failed { port: None, error },
+    };
     let mut bound = Err(std::io::Error::from_raw_os_error(libc::EADDRINUSE));
+    let mut port = 0;
     // A port still held by an earlier socket is skipped; bounded tries.
     for _ in 0..16 {
-        bound = bind_port(fd, next_port());
+        port = next_port();
+        bound = bind_port(fd, port);
         if bound.is_ok() {
             break;
         }
     }
-    if let Err(e) = bound {
+    if let Err(error) = bound {
         close(fd);
-        return Err(e);
+        return Started::Failed { port: None, error };
     }
     // An RST on close: the connect is done, and no TIME_WAIT piles up on either side.
     let linger = libc::linger {
@@ -300,10 +441,14 @@ fn start_connect(
             size_of::<libc::linger>() as libc::socklen_t,
         );
     }
+    let failed = |error| Started::Failed {
+        port: Some(port),
+        error,
+    };
     match connect(fd, target) {
         Ok(()) => {
             close(fd);
-            Ok(None)
+            Started::Connected
         }
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
             let mut ev = libc::epoll_event {
@@ -314,13 +459,13 @@ fn start_connect(
             if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &raw mut ev) } != 0 {
                 let e = std::io::Error::last_os_error();
                 close(fd);
-                return Err(e);
+                return failed(e);
             }
-            Ok(Some(fd))
+            Started::Pending { fd, port }
         }
         Err(e) => {
             close(fd);
-            Err(e)
+            failed(e)
         }
     }
 }
@@ -388,6 +533,28 @@ fn socket_error(fd: RawFd) -> i32 {
         )
     };
     if rc != 0 { -1 } else { err }
+}
+
+/// The socket's TCP state and the SYNs it sent (1 + its retransmits, while it sent nothing else),
+/// from `TCP_INFO`; `(0, 0)` if that cannot be read.
+fn tcp_state_and_syns(fd: RawFd) -> (u8, u32) {
+    // SAFETY: tcp_info is plain integers: all-zero is valid.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writing at most `len` bytes into `info`, which we own.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return (0, 0);
+    }
+    (info.tcpi_state, info.tcpi_total_retrans + 1)
 }
 
 /// Local port of a socket (assigned by `connect()`).
