@@ -19,7 +19,7 @@ use tracer_common::{
 use crate::{
     clock::KernelClock,
     conntrack::subscription::{DestroyEventsMode, DestroySubscription},
-    decode::decode,
+    decode::{KernelEvent, decode},
     filter::DestinationFilter,
     flows::FlowTable,
     netns,
@@ -68,7 +68,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
     let mut classify = FlowTable::default();
     let start = Instant::now();
     for bytes in records.chunks_exact(record_len) {
-        if let Ok(event) = decode(bytes) {
+        if let Ok(KernelEvent::Tcp(event)) = decode(bytes) {
             std::hint::black_box(classify.apply(event).verdict);
         }
     }
