@@ -4,7 +4,7 @@
 //! `kernel/` (load, attach, ring buffer, the DNS maps swept) -> `decode.rs` (bytes -> event) ->
 //! `flows.rs` (TCP events -> flows) or `dns/` (queries -> findings) -> `verdict.rs` (the verdict
 //! and its sentence) -> `enrich/` (names, wall time, Service and backend) -> `filter.rs` ->
-//! `record.rs` (the typed records) -> `sink/` (JSON lines, text, a channel to the TUI).
+//! `record/` (the typed records) -> `sink/` (JSON lines, text, a channel to the TUI).
 //! `pipeline.rs` is that path for one record; `live.rs` runs it in the event loop; `stats.rs` builds
 //! the `stats` record; `service_view.rs` keeps each Service's verdicts over a window.
 //!
