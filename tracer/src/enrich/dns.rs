@@ -116,7 +116,7 @@ impl Enricher {
             latency_ms,
             waited_ms,
             explanation: queries::explanation(&outcome, &what, &shown, server.port()),
-            cluster_verdict: cluster.as_ref().map(|c| c.name.to_string()),
+            cluster_verdict: cluster.as_ref().map(|c| c.kind),
             cluster_explanation: cluster.map(|c| c.explanation),
         }
     }

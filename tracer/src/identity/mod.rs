@@ -195,7 +195,7 @@ impl Identities {
             describe_backend(&mut id, &known, backend);
         }
         if let Some(v) = verdicts::for_connect(&known, verdict, backend, service) {
-            id.cluster_verdict = Some(v.name.into());
+            id.cluster_verdict = Some(v.kind);
             id.cluster_explanation = Some(v.explanation);
         }
         let wanted = known.into_wanted();
@@ -212,7 +212,7 @@ impl Identities {
             // Named from what is known: the record is not held for a lookup.
             describe_destination(&mut id, &self.known(&view.state, false), peer);
             if let Some(v) = verdicts::for_reply_peer(&view.state, peer) {
-                id.cluster_verdict = Some(v.name.into());
+                id.cluster_verdict = Some(v.kind);
                 id.cluster_explanation = Some(v.explanation);
             }
         }

@@ -8,7 +8,7 @@ mod identity;
 
 pub use self::identity::Identity;
 pub use crate::clock::Timestamp;
-use crate::verdict::{DnsVerdict, Errno, ReplyOutcome, Verdict, VerdictKind};
+use crate::verdict::{ClusterVerdictKind, DnsVerdict, Errno, ReplyOutcome, Verdict, VerdictKind};
 
 /// Version of the JSON-lines schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -290,7 +290,7 @@ pub struct DnsRecord {
     pub explanation: String,
     /// `DNS server is no live pod` for an unanswered or refused query, when cluster state says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_verdict: Option<String>,
+    pub cluster_verdict: Option<ClusterVerdictKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_explanation: Option<String>,
 }

@@ -116,6 +116,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::verdict::ClusterVerdictKind;
     use crate::{
         clock::Timestamp,
         identity::Identity,
@@ -209,7 +210,9 @@ mod tests {
                         backend_namespace: next(),
                         backend_node: next(),
                         backend_ready,
-                        cluster_verdict: next(),
+                        cluster_verdict: next().map(|t| {
+                            ClusterVerdictKind::ALL[t.len() % ClusterVerdictKind::ALL.len()]
+                        }),
                         cluster_explanation: next(),
                         identity_source: next(),
                         identity_age_s: age,

@@ -208,7 +208,7 @@ pub fn rows(sweep: &Sweep) -> Vec<ClusterRow> {
         .map(|h| half_open_row(h, total, &w))
         .collect();
     rows.extend(sweep.connects.iter().map(|f| ClusterRow {
-        kind: f.failure.clone(),
+        kind: f.failure.name().to_owned(),
         what: sweep::connect_what(f),
         nodes: counts(&f.nodes),
         count: Some(f.connects),
