@@ -8,7 +8,11 @@ use std::path::Path;
 use proptest::prelude::*;
 use tracer_common::{DnsKey, PendingDns};
 
-use crate::{decode, dns::question, identity::cluster::ClusterState, replay};
+use crate::{
+    identity::cluster::ClusterState,
+    replay,
+    stages::{decode, dns::question},
+};
 
 const CASES: u32 = 512;
 

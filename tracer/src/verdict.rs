@@ -1,4 +1,6 @@
-//! Stage 5: the verdict of a connect attempt, and the sentence a person reads for it.
+//! The verdicts: of a connect attempt (given in stage 3, `stages/flows.rs`), of a DNS query, of a
+//! server's lost replies, and of cluster state; and the sentence a person reads for each (written
+//! in stage 5, `stages/enrich/`).
 //!
 //! Each variant documents what the kernel saw and why that is the verdict; `explain` is the one plain
 //! sentence shown in text mode, JSON and the TUI (the sentence that ended the incidents we build for).

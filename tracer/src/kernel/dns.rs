@@ -11,9 +11,11 @@ use aya::{
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
 
 use crate::{
-    decode,
-    dns::{Expired, HealthyTotals, queries},
     record::{HookTier, HookTiers},
+    stages::{
+        decode,
+        dns::{Expired, HealthyTotals, queries},
+    },
 };
 
 use super::{
@@ -25,7 +27,7 @@ use super::{
 /// What DNS can do with the tier it got: every tier names the same verdicts; the syscall
 /// tracepoints see a reply only when the application reads it. (They see an unconnected socket's
 /// bound address, not the one its datagram left from: userspace asks the route for that,
-/// `pipeline.rs`.) DNS queries refused by ICMP are told from unanswered ones by the error-report
+/// `stages/mod.rs`.) DNS queries refused by ICMP are told from unanswered ones by the error-report
 /// tracepoint.
 pub fn capabilities(
     capabilities: &mut Capabilities,

@@ -1,4 +1,4 @@
-//! The live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
+//! Stage 7: the live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
 //! (`tracer summary`).
 //!
 //! `state.rs` (the incident model of `incidents/` and how the user looks at it) -> `view.rs`

@@ -33,7 +33,7 @@ impl Outcome {
     }
 }
 
-pub use crate::decode::Query;
+pub use crate::stages::decode::Query;
 
 impl Query {
     /// The first question, from the bytes the kernel copied after the header.
@@ -135,7 +135,7 @@ mod tests {
             id: 7,
             ..DnsKey::default()
         };
-        crate::decode::query(key, &pending(sent_ns))
+        crate::stages::decode::query(key, &pending(sent_ns))
     }
 
     #[test]
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn malformed_or_cut_questions_are_errors_not_panics() {
         let mut p = pending(0);
-        let query = |p: &PendingDns| crate::decode::query(DnsKey::default(), p);
+        let query = |p: &PendingDns| crate::stages::decode::query(DnsKey::default(), p);
         for len in 0..14 {
             p.question_len = len;
             assert!(query(&p).question().is_err(), "{len} bytes must not parse");

@@ -5,7 +5,7 @@
 //! attempt a SYN retransmit (live `unanswered`) and later its end (`abandoned`), in blocks so the flow
 //! table holds a few thousand open flows. Measures two stages on them: decode -> flow table -> verdict
 //! , then the whole path live tracing runs:
-//! decode -> flows -> destination filter -> enrich -> JSON sink (`pipeline.rs`, the code live
+//! decode -> flows -> destination filter -> enrich -> JSON sink (`stages/mod.rs`, the code live
 //! tracing runs), into `io::sink()`. Prints one JSON line.
 use std::{
     io::{self, BufWriter},
@@ -19,13 +19,15 @@ use tracer_common::{
 use crate::{
     clock::KernelClock,
     conntrack::subscription::{DestroyEventsMode, DestroySubscription},
-    decode::{KernelEvent, decode},
-    filter::DestinationFilter,
-    flows::FlowTable,
     netns,
-    pipeline::{StageOptions, Stages},
     record::Record,
     sink::{Sink, json::JsonSink},
+    stages::{
+        decode::{KernelEvent, decode},
+        filter::DestinationFilter,
+        flows::FlowTable,
+        {StageOptions, Stages},
+    },
 };
 
 #[derive(Debug, clap::Args)]

@@ -6,9 +6,9 @@ use std::{path::Path, time::Duration};
 use super::Enricher;
 use crate::{
     conntrack::netlink::Direction,
-    decode::ReplyLost,
     identity::{node_address, socket_owner},
     record::ReplyLostRecord,
+    stages::decode::ReplyLost,
     verdict::ReplyOutcome,
 };
 

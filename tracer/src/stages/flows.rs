@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::{
-    decode::{Attempt, TcpEvent},
+    stages::decode::{Attempt, TcpEvent},
     verdict::Verdict,
 };
 use hashbrown::HashMap;
@@ -111,7 +111,7 @@ mod tests {
     use tracer_common::FLAG_RST_RECEIVED;
 
     use super::*;
-    use crate::{decode::AttemptFlags, verdict::RefusedBy};
+    use crate::{stages::decode::AttemptFlags, verdict::RefusedBy};
 
     fn attempt(sock: u64, syns: u16) -> Attempt {
         let addr = |s: &str| s.parse().expect("test address");

@@ -1,4 +1,4 @@
-//! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names,
+//! Stage 5: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names,
 //! the Service and backend from conntrack) -> the record users read. Pod, Service and node names
 //! come from `identity/`. DNS findings are named in `dns.rs`, the same way.
 mod dns;
@@ -21,11 +21,10 @@ use crate::{
     addr_text::AddrText,
     cilium::CiliumMaps,
     clock::{KernelClock, Timestamp},
-    decode::HealthyConnects,
-    flows::Flow,
     identity::Identities,
     netns::NetnsNames,
     record::{ConnectRecord, HealthyRecord},
+    stages::{decode::HealthyConnects, flows::Flow},
     verdict::{Errno, RefusedBy, Verdict, VerdictKind},
 };
 
@@ -136,7 +135,7 @@ impl Enricher {
 
     /// Forgets the owners of sockets whose end never came (as the flow table forgets attempts).
     pub fn expire(&mut self, now_ns: u64) {
-        let ttl = u64::try_from(crate::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
+        let ttl = u64::try_from(crate::stages::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
         self.reply_owners
             .retain(|_, (_, at_ns)| now_ns.saturating_sub(*at_ns) < ttl);
         if let Some(cilium) = &mut self.cilium {

@@ -1,27 +1,48 @@
-//! The path of every record through the userspace stages, shared by live tracing (`live.rs`) and
-//! the throughput benchmark (`bench_pipeline.rs`), so the benchmark measures the live code:
-//! bytes -> `decode` -> `flows` (TCP) or `dns` -> `enrich` (names, Service and backend) ->
-//! destination `filter` -> record -> `sink`. What the kernel counts rather than sends (healthy
-//! connects and DNS replies) and what conntrack dumps find take the same enrich, filter and sink.
+//! The userspace stages of the pipeline (2 to 5; 1 is `kernel/`, 6 `sink/`), and the path of one
+//! record through them, shared by live tracing (`live.rs`) and the throughput benchmark
+//! (`bench/pipeline.rs`), so the benchmark measures the live code:
+//!
+//! 2. `decode/`: ring-buffer bytes -> one typed event (`KernelEvent`).
+//! 3. `flows.rs` (TCP connects) or `dns/` (UDP DNS): events -> flows and findings, each with its
+//!    verdict; a server's lost replies need no state here.
+//! 4. `filter.rs`: the destination filters, before anything is named.
+//! 5. `enrich/`: names, wall time, Service and backend -> the record; a record waiting for a pod
+//!    lookup waits in `held.rs`. `route_check.rs` asks the kernel's routes what a hook could not
+//!    see (the errno of a connect that sent no SYN, a query's source address);
+//!    `service_view.rs` keeps each Service's verdicts over a window.
+//!
+//! Then the record goes to a `Sink`. What the kernel counts rather than sends (healthy connects
+//! and DNS replies) and what conntrack dumps find take the same filter, enrich and sink.
+pub mod decode;
+pub mod dns;
+pub mod enrich;
+pub mod filter;
+pub mod flows;
+pub mod held;
+pub mod route_check;
+pub mod service_view;
+
 use std::{io, time::Instant};
 
 use tracer_common::{HealthyKey, HealthyStats, ReplyLoss};
 
-use crate::{
-    clock::{KernelClock, Timestamp},
-    conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
-    datapath::{Snapshot, audit::Audit, backends::RuleBackends},
-    decode::{self, KernelEvent, Query, ReplyLost, TcpEvent, decode},
+use self::{
+    decode::{KernelEvent, Query, ReplyLost, TcpEvent, decode},
     dns::{DnsTracker, Expired, Finding, HealthyTotals},
     enrich::Enricher,
     filter::DestinationFilter,
     flows::FlowTable,
     held::{HeldRecords, Pending},
+    route_check::RouteCheck,
+    service_view::ServiceView,
+};
+use crate::{
+    clock::{KernelClock, Timestamp},
+    conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
+    datapath::{Snapshot, audit::Audit, backends::RuleBackends},
     identity::Identities,
     netns::NetnsNames,
     record::{Record, StaleNatRecord},
-    route_check::RouteCheck,
-    service_view::ServiceView,
     sink::Sink,
 };
 

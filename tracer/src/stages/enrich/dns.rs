@@ -6,13 +6,13 @@ use super::Enricher;
 use crate::{
     clock::Timestamp,
     conntrack::netlink::Direction,
-    dns::{
+    record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
+    stages::dns::{
         Healthy, ServiceServer,
         queries::{self, Outcome, Query, rcode_name},
         question::qtype_name,
         stuck::Stuck,
     },
-    record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
 };
 
 const IPPROTO_UDP: u8 = 17;

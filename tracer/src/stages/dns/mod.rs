@@ -1,4 +1,4 @@
-//! UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
+//! Stage 3 for UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
 //! what needs attention becomes records.
 //!
 //! - `question.rs`: the query's first question, read from the bytes the kernel copied after the
@@ -11,8 +11,8 @@
 //! `--dns-timeout` are taken out of `PENDING_DNS` (`kernel/dns.rs`) and become `unanswered`, or
 //! `refused` when their socket was told `ECONNREFUSED`; the per-server healthy counts are read to
 //! know which servers answer others, and reported on the stats interval. What this module finds
-//! (`Finding`) carries no names: `enrich.rs` names it and `pipeline.rs` filters and writes it, as
-//! for TCP.
+//! (`Finding`) carries no names: `stages/mod.rs` filters it, `enrich/dns.rs` names it and a sink
+//! writes it, as for TCP.
 pub mod queries;
 pub mod question;
 pub mod stuck;
@@ -26,8 +26,8 @@ use self::{
     stuck::{Lost, Stuck, StuckDetector},
 };
 use crate::{
-    decode::{DnsReply, DnsServer},
     record::DnsStats,
+    stages::decode::{DnsReply, DnsServer},
 };
 
 /// How often pending queries are checked for their timeout.
