@@ -5,8 +5,8 @@ use std::{path::PathBuf, time::Duration};
 use clap::ValueEnum;
 
 use crate::{
-    conntrack::subscription::DestroyEventsMode, filter::Cidr, metrics::server::MetricsAddr,
-    record::HookTier,
+    conntrack::subscription::DestroyEventsMode, metrics::server::MetricsAddr, record::HookTier,
+    stages::filter::Cidr,
 };
 
 /// `--dns-hooks` / `--tcp-hooks`: a tier, or `None` for the best the kernel allows.

@@ -3,10 +3,10 @@ use clap::{Parser, Subcommand};
 
 use tracer::{
     args::{DemoArgs, ReplayArgs, SummaryArgs, SweepArgs, TraceArgs, TuiArgs},
-    bench_cluster_api::BenchClusterApiArgs,
-    bench_cluster_model::BenchClusterModelArgs,
-    bench_metrics::BenchMetricsArgs,
-    bench_pipeline::BenchPipelineArgs,
+    bench::cluster_api::BenchClusterApiArgs,
+    bench::cluster_model::BenchClusterModelArgs,
+    bench::metrics::BenchMetricsArgs,
+    bench::pipeline::BenchPipelineArgs,
 };
 
 #[derive(Debug, Parser)]

@@ -1,25 +1,32 @@
 //! `tracer`: names the black holes on a Kubernetes node.
 //!
-//! The path of one event, in file order:
-//! `kernel/` (load, attach, ring buffer, the DNS maps swept) -> `decode.rs` (bytes -> event) ->
-//! `flows.rs` (TCP events -> flows) or `dns/` (queries -> findings) -> `verdict.rs` (the verdict
-//! and its sentence) -> `enrich/` (names, wall time, Service and backend) -> `filter.rs` ->
-//! `record.rs` (the typed records) -> `sink/` (JSON lines, text, a channel to the TUI).
-//! `pipeline.rs` is that path for one record; `live.rs` runs it in the event loop; `stats.rs` builds
-//! the `stats` record; `service_view.rs` keeps each Service's verdicts over a window.
+//! The path of one event, from kernel hook to TUI row, in the order of its stages:
 //!
-//! `incidents/` is the ranked model of what the records say, shared by `tui/` (fed live through
-//! `sink/channel.rs` or from a recording by `replay.rs`) and `tui/summary.rs`.
-//! `identity/` names pods, Services, nodes and cgroups, and gives the cluster-state verdicts.
-//! `metrics/` turns the records into Prometheus metrics (`--metrics`); `sweep.rs` reads them back
-//! from Prometheus for the whole cluster (`tracer sweep`).
-//! `conntrack/` reads the node's conntrack table: backends, destroy events, stale NAT.
-//! `datapath/` reads the node's Service rules (kube-proxy's iptables, nftables, IPVS) and reports
-//! the entries no EndpointSlice backs (`stale_datapath`).
-//! `demo/` builds a black hole in namespaces of its own and traces it (`tracer demo`).
-//! `args.rs` holds each command's options; `main.rs` and `cli.rs` (the binary) parse them.
-//! `bench_pipeline.rs`, `bench_cluster_model.rs`, `bench_cluster_api.rs` and `bench_metrics.rs` are hidden benchmarks
-//! (`cargo xtask bench`).
+//! 1. `kernel/`: loads and attaches the programs built from `tracer-ebpf`, hands out the ring
+//!    buffer and the maps swept (DNS queries, handshakes given up, healthy counts).
+//! 2. `stages/decode/`: ring-buffer bytes -> one typed event.
+//! 3. `stages/flows.rs` (TCP) or `stages/dns/` (UDP DNS): events -> flows and findings, each with
+//!    its verdict (`verdict.rs`).
+//! 4. `stages/filter.rs`: `--dst` and `--port`.
+//! 5. `stages/enrich/`: names, wall time, Service and backend -> the record (`record/`); a record
+//!    that waits for a pod lookup waits in `stages/held.rs`.
+//! 6. `sink/`: JSON lines, text, or a channel to the TUI.
+//! 7. `tui/`: the rows of `incidents/`, live or from a recording (`replay.rs`).
+//!
+//! `stages/mod.rs` is that path for one record, shared by `live.rs` (the event loop) and
+//! `bench/pipeline.rs`; `stats.rs` builds the `stats` record.
+//!
+//! What the stages ask: `identity/` names pods, Services, nodes and cgroups, and gives the
+//! cluster-state verdicts; `conntrack/` reads the node's conntrack table (backends, destroy
+//! events, stale NAT); `datapath/` reads the node's Service rules (kube-proxy's iptables,
+//! nftables, IPVS; Cilium's maps, `cilium/`) and reports the entries no EndpointSlice backs
+//! (`stale_datapath`); `netns.rs` names namespaces.
+//!
+//! Beside the path: `metrics/` turns the records into Prometheus metrics (`--metrics`); `sweep/`
+//! reads them back from Prometheus for the whole cluster (`tracer sweep`); `demo/` builds black
+//! holes in namespaces of its own and traces them (`tracer demo`); `bench/` holds the hidden
+//! benchmarks (`cargo xtask bench`). `args.rs` holds each command's options; `main.rs` and
+//! `cli.rs` (the binary) parse them.
 #![allow(
     clippy::missing_errors_doc,
     clippy::missing_panics_doc,
@@ -29,37 +36,26 @@
 
 pub mod addr_text;
 pub mod args;
-pub mod bench_cluster_api;
-pub mod bench_cluster_model;
-pub mod bench_metrics;
-pub mod bench_pipeline;
+pub mod bench;
 pub mod cilium;
 pub mod clock;
 pub mod conntrack;
 pub mod datapath;
-pub mod decode;
 pub mod demo;
-pub mod dns;
-pub mod enrich;
-pub mod filter;
-pub mod flows;
 pub mod fs_type;
-pub mod held;
 pub mod identity;
 pub mod incidents;
 pub mod kernel;
 pub mod live;
 pub mod metrics;
 pub mod netns;
-pub mod pipeline;
 #[cfg(test)]
 pub mod reader_fuzz;
 pub mod record;
 pub mod replay;
-pub mod route_check;
 pub mod serde_text;
-pub mod service_view;
 pub mod sink;
+pub mod stages;
 pub mod stats;
 pub mod sweep;
 pub mod tui;

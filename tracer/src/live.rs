@@ -18,14 +18,16 @@ use crate::{
         subscription::DestroySubscription,
     },
     datapath::reader::DatapathReader,
-    filter::DestinationFilter,
     identity::{Identities, source::ClusterSource},
     kernel::{KernelSide, LoadOptions, tiers::HookRequest},
     metrics::{Metrics, MetricsSink, server::Endpoint},
     netns::{self, Netns},
-    pipeline::{ConntrackDump, StageOptions, Stages},
     record::{Dropped, Record},
     sink::{Sink, json::JsonSink, output_file::OutputFile, tee::Tee, text::TextSink},
+    stages::{
+        filter::DestinationFilter,
+        {ConntrackDump, StageOptions, Stages},
+    },
 };
 
 /// `host` means the tracer's own namespace (the node's); anything else is resolved like `--netns`.
@@ -293,7 +295,7 @@ async fn event_loop(
     tokio::pin!(deadline);
     let mut stats_tick = tokio::time::interval(args.stats_interval);
     stats_tick.tick().await;
-    let mut dns_tick = tokio::time::interval(crate::dns::TICK);
+    let mut dns_tick = tokio::time::interval(crate::stages::dns::TICK);
     dns_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut drain_tick = tokio::time::interval(DRAIN_EVERY);
     drain_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -2,9 +2,7 @@
 mod cli;
 
 use std::process::ExitCode;
-use tracer::{
-    bench_cluster_api, bench_cluster_model, bench_metrics, bench_pipeline, demo, live, sweep, tui,
-};
+use tracer::{bench, demo, live, sweep, tui};
 
 use clap::Parser as _;
 
@@ -44,10 +42,10 @@ fn main() -> ExitCode {
     };
     // The benchmarks' helpers run without the event loop.
     let bench = match &cli.command {
-        cli::Command::BenchPipeline(args) => Some(bench_pipeline::run(args)),
-        cli::Command::BenchClusterModel(args) => Some(bench_cluster_model::run(args)),
-        cli::Command::BenchClusterApi(args) => Some(bench_cluster_api::run(args)),
-        cli::Command::BenchMetrics(args) => Some(bench_metrics::run(args)),
+        cli::Command::BenchPipeline(args) => Some(bench::pipeline::run(args)),
+        cli::Command::BenchClusterModel(args) => Some(bench::cluster_model::run(args)),
+        cli::Command::BenchClusterApi(args) => Some(bench::cluster_api::run(args)),
+        cli::Command::BenchMetrics(args) => Some(bench::metrics::run(args)),
         _ => None,
     };
     if let Some(result) = bench {

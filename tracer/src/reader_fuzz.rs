@@ -6,11 +6,12 @@
 use std::path::Path;
 
 use proptest::prelude::*;
+use tracer_common::{DnsKey, PendingDns};
 
 use crate::{
-    dns::{queries::Query, question},
     identity::cluster::ClusterState,
     replay,
+    stages::{decode, dns::question},
 };
 
 const CASES: u32 = 512;
@@ -77,10 +78,10 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..tracer_common::DNS_QUESTION_BYTES),
         claimed_len in any::<u16>(),
     ) {
-        let mut query = Query::default();
-        query.pending.question[..bytes.len()].copy_from_slice(&bytes);
-        query.pending.question_len = claimed_len;
-        let _ = query.question();
+        let mut pending = PendingDns::default();
+        pending.question[..bytes.len()].copy_from_slice(&bytes);
+        pending.question_len = claimed_len;
+        let _ = decode::query(DnsKey::default(), &pending).question();
     }
 
     #[test]
@@ -98,13 +99,15 @@ proptest! {
         cut in 0usize..=QUESTION.len(),
         flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..4),
     ) {
-        let mut query = Query::default();
-        query.pending.question[..QUESTION.len()].copy_from_slice(QUESTION);
-        query.pending.question_len = u16::try_from(cut).expect("short");
+        let mut pending = PendingDns::default();
+        pending.question[..QUESTION.len()].copy_from_slice(QUESTION);
+        pending.question_len = u16::try_from(cut).expect("short");
         for &(at, byte) in &flips {
-            query.pending.question[at % cut.max(1)] = byte;
+            pending.question[at % cut.max(1)] = byte;
         }
-        let read = query.question().map(|q| (q.name, q.qtype));
+        let read = decode::query(DnsKey::default(), &pending)
+            .question()
+            .map(|q| (q.name, q.qtype));
         if flips.is_empty() {
             // Whole, it names its question; cut before the end of its QCLASS, it is an error.
             if cut >= 35 {

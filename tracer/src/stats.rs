@@ -7,8 +7,8 @@ use crate::{
     clock::Timestamp,
     kernel::KernelSide,
     kernel::capabilities::DIALLED_BEFORE_SOCKET_LB,
-    pipeline::Stages,
     record::{ConntrackStats, DnsStats, Dropped, SocketLbStats, StatsRecord},
+    stages::Stages,
 };
 
 /// `with_kernel`: carry the kernel's release and capabilities (the first and the final record).

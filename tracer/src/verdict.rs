@@ -1,4 +1,6 @@
-//! Stage 5: the verdict of a connect attempt, and the sentence a person reads for it.
+//! The verdicts: of a connect attempt (given in stage 3, `stages/flows.rs`), of a DNS query, of a
+//! server's lost replies, and of cluster state; and the sentence a person reads for each (written
+//! in stage 5, `stages/enrich/`).
 //!
 //! Each variant documents what the kernel saw and why that is the verdict; `explain` is the one plain
 //! sentence shown in text mode, JSON and the TUI (the sentence that ended the incidents we build for).
@@ -320,6 +322,94 @@ impl fmt::Display for VerdictKind {
     }
 }
 
+impl FromStr for VerdictKind {
+    type Err = String;
+    /// A name as JSON `verdict` and the metrics' `verdict` label write it.
+    fn from_str(s: &str) -> Result<VerdictKind, String> {
+        VerdictKind::BY_SEVERITY
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| format!("unknown verdict '{s}'"))
+    }
+}
+
+/// A verdict from cluster state, as in JSON and the metrics' `cluster_verdict`: what the kernel
+/// saw, read against what the cluster says the address is (`identity/verdicts.rs` gives them,
+/// each with its sentence). Declared in the order of their names as strings, so maps keyed by it
+/// list them as they listed the names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ClusterVerdictKind {
+    /// DNS queries nobody answers, sent to an address no current pod has.
+    #[serde(rename = "DNS server is no live pod")]
+    DnsServerIsNoLivePod,
+    /// Nothing answered at an address no current pod has, that an EndpointSlice lists or a
+    /// Service's datapath sent the connect to.
+    #[serde(rename = "backend is no live pod")]
+    BackendIsNoLivePod,
+    /// A RST from a Ready endpoint of a Service.
+    #[serde(rename = "endpoint does not listen")]
+    EndpointDoesNotListen,
+    /// A server's replies go to the address of a node that is not Ready ...
+    #[serde(rename = "peer node is NotReady")]
+    PeerNodeIsNotReady,
+    /// ... or was deleted.
+    #[serde(rename = "peer node is gone")]
+    PeerNodeIsGone,
+}
+
+impl ClusterVerdictKind {
+    pub const ALL: [ClusterVerdictKind; 5] = [
+        ClusterVerdictKind::DnsServerIsNoLivePod,
+        ClusterVerdictKind::BackendIsNoLivePod,
+        ClusterVerdictKind::EndpointDoesNotListen,
+        ClusterVerdictKind::PeerNodeIsNotReady,
+        ClusterVerdictKind::PeerNodeIsGone,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterVerdictKind::BackendIsNoLivePod => "backend is no live pod",
+            ClusterVerdictKind::EndpointDoesNotListen => "endpoint does not listen",
+            ClusterVerdictKind::DnsServerIsNoLivePod => "DNS server is no live pod",
+            ClusterVerdictKind::PeerNodeIsGone => "peer node is gone",
+            ClusterVerdictKind::PeerNodeIsNotReady => "peer node is NotReady",
+        }
+    }
+
+    /// As said after the backend it is about: `10.244.1.30:8080 (no live pod)`.
+    pub fn after_backend(self) -> &'static str {
+        match self {
+            ClusterVerdictKind::BackendIsNoLivePod => "no live pod",
+            other => other.name(),
+        }
+    }
+
+    /// The state of the peer node a `peer node is ...` verdict names: `gone`, `NotReady`.
+    pub fn peer_node_state(self) -> Option<&'static str> {
+        match self {
+            ClusterVerdictKind::PeerNodeIsGone => Some("gone"),
+            ClusterVerdictKind::PeerNodeIsNotReady => Some("NotReady"),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for ClusterVerdictKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ClusterVerdictKind, String> {
+        ClusterVerdictKind::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| format!("unknown cluster verdict '{s}'"))
+    }
+}
+
+impl fmt::Display for ClusterVerdictKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What qualifies a verdict, as in JSON `cause`: `rst`, `icmp`, `host`, `network`, `no_syn`, or
 /// the errno of a failed connect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -546,6 +636,27 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_verdicts_read_back_from_the_names_json_and_metrics_write() {
+        for v in ClusterVerdictKind::ALL {
+            assert_eq!(v.name().parse(), Ok(v));
+            let json = serde_json::to_string(&v).expect("serialize");
+            assert_eq!(json, format!("\"{}\"", v.name()));
+        }
+        assert!("backend is".parse::<ClusterVerdictKind>().is_err());
+        let mut sorted = ClusterVerdictKind::ALL;
+        sorted.sort_by_key(|v| v.name());
+        assert_eq!(sorted, ClusterVerdictKind::ALL, "declared in name order");
+    }
+
+    #[test]
+    fn verdict_kinds_read_back_from_their_names() {
+        for v in VerdictKind::BY_SEVERITY {
+            assert_eq!(v.name().parse(), Ok(v));
+        }
+        assert!("black holes".parse::<VerdictKind>().is_err());
+    }
 
     #[test]
     fn rst_then_econnrefused_is_refused_by_rst() {

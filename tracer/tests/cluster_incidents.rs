@@ -501,6 +501,7 @@ fn target_port_int_or_string() {
 
 mod verdicts {
     use tracer::identity::{known::KnownCluster, verdicts::*};
+    use tracer::verdict::ClusterVerdictKind;
 
     use super::*;
 
@@ -520,7 +521,7 @@ mod verdicts {
             None,
         )
         .expect("verdict");
-        assert_eq!(v.name, ENDPOINT_DOES_NOT_LISTEN);
+        assert_eq!(v.kind, ClusterVerdictKind::EndpointDoesNotListen);
         assert_eq!(
             v.explanation,
             "Refused by pod app/webhooks-worker-9d9667f58-hm2vd (Deployment webhooks-worker), a Ready \
@@ -565,7 +566,7 @@ mod verdicts {
             Some(at("10.96.31.1:80")),
         )
         .expect("verdict");
-        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert_eq!(v.kind, ClusterVerdictKind::BackendIsNoLivePod);
         assert_eq!(
             v.explanation,
             "No live pod has 10.244.154.66:8012: EndpointSlice file-service-q7w2n of Service \
@@ -632,7 +633,7 @@ mod verdicts {
         let st = load("file-service.json");
         let v = for_connect(&known(&st), Verdict::Unanswered, at("10.96.31.1:80"), None)
             .expect("verdict");
-        assert_eq!(v.name, BACKEND_IS_NO_LIVE_POD);
+        assert_eq!(v.kind, ClusterVerdictKind::BackendIsNoLivePod);
         assert!(
             v.explanation.contains(
                 "balances connects to 10.244.154.66:8012 (pod file-resolver-5f8d7c6b4-9wz2k, gone)"
@@ -662,7 +663,7 @@ mod verdicts {
     fn unanswered_dns_to_a_deleted_coredns_pod_names_the_live_ones() {
         let st = ClusterState::from_kubectl_json(DNS).expect("fixture");
         let v = dns_server_is_no_live_pod(&known(&st), at("10.244.1.7:53")).expect("verdict");
-        assert_eq!(v.name, DNS_SERVER_IS_NO_LIVE_POD);
+        assert_eq!(v.kind, ClusterVerdictKind::DnsServerIsNoLivePod);
         assert!(v.explanation.starts_with(
             "No live pod has DNS server 10.244.1.7:53: EndpointSlice kube-dns-abcde still lists it for pod \
              coredns-5d78c9869d-8fz4w, which no longer exists; Service kube-system/kube-dns's pods now are \
@@ -701,6 +702,7 @@ mod identities {
     use std::sync::Arc;
 
     use tracer::identity::{Identities, Identity, source::ClusterSource};
+    use tracer::verdict::ClusterVerdictKind;
 
     use super::*;
 
@@ -738,7 +740,7 @@ mod identities {
         assert_eq!(id.dst_service.as_deref(), Some("app/webhooks"));
         assert_eq!(id.dst_endpoint_of, ["app/webhooks"]);
         assert_eq!(
-            id.cluster_verdict.as_deref(),
+            id.cluster_verdict.map(ClusterVerdictKind::name),
             Some("endpoint does not listen")
         );
         assert_eq!(
@@ -788,7 +790,7 @@ mod identities {
             Some("webhooks-worker-9d9667f58-hm2vd")
         );
         assert_eq!(
-            id.cluster_verdict.as_deref(),
+            id.cluster_verdict.map(ClusterVerdictKind::name),
             Some("endpoint does not listen")
         );
     }

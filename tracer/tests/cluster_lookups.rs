@@ -18,6 +18,7 @@ use tracer::{
         source::ClusterSource,
         watch::{LiveCluster, LiveOptions},
     },
+    verdict::ClusterVerdictKind,
     verdict::{RefusedBy, Verdict},
 };
 
@@ -127,7 +128,7 @@ fn same_through_lookups(snapshot: &Value, node: &str, cases: &[Case]) {
         };
         let expected = build(&mut file);
         assert_eq!(
-            expected.cluster_verdict.as_deref(),
+            expected.cluster_verdict.map(ClusterVerdictKind::name),
             case.expect,
             "{}: the file's verdict: {expected:#?}",
             case.what

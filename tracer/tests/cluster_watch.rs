@@ -340,7 +340,7 @@ fn node(name: &str, ip: &str, ready: bool, rv: &str) -> Value {
 /// while it is listed so, gone once the watch saw it deleted.
 #[test]
 fn replies_to_a_node_deleted_or_not_ready_get_its_verdict() {
-    use tracer::identity::verdicts::{PEER_NODE_IS_GONE, PEER_NODE_IS_NOT_READY, for_reply_peer};
+    use tracer::{identity::verdicts::for_reply_peer, verdict::ClusterVerdictKind};
     let fx = ApiFixture::start();
     let nodes = "/api/v1/nodes";
     fx.list(
@@ -362,10 +362,10 @@ fn replies_to_a_node_deleted_or_not_ready_get_its_verdict() {
     });
     let peer = |ip: &str| format!("{ip}:37980").parse().expect("address");
     let gone = for_reply_peer(&view.state, peer("10.0.1.5")).expect("a verdict");
-    assert_eq!(gone.name, PEER_NODE_IS_GONE);
+    assert_eq!(gone.kind, ClusterVerdictKind::PeerNodeIsGone);
     assert!(gone.explanation.contains("node-a"), "{}", gone.explanation);
     let down = for_reply_peer(&view.state, peer("10.0.1.6")).expect("a verdict");
-    assert_eq!(down.name, PEER_NODE_IS_NOT_READY);
+    assert_eq!(down.kind, ClusterVerdictKind::PeerNodeIsNotReady);
     assert_eq!(for_reply_peer(&view.state, peer("203.0.113.9")), None);
     fx.stop();
 }

@@ -12,11 +12,13 @@ use tracer::{
     args::SummaryArgs,
     clock::KernelClock,
     conntrack::subscription::{DestroyEventsMode, DestroySubscription},
-    filter::DestinationFilter,
     identity::Identities,
-    pipeline::{StageOptions, Stages},
     record::Line,
     sink::{Sink, json::JsonSink, text::TextSink},
+    stages::{
+        filter::DestinationFilter,
+        {StageOptions, Stages},
+    },
 };
 use tracer_common::{
     AF_INET, AF_INET6, Attempt, ConnectEvent, DnsEvent, DnsKey, EVENT_CONNECT_END, EVENT_DNS_REPLY,

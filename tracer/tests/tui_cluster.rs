@@ -7,13 +7,15 @@ use std::time::{Duration, SystemTime};
 use ratatui::{Terminal, backend::TestBackend};
 use tracer::{
     sweep::{
-        ConnectFinding, DnsFinding, HalfOpenFinding, NodeCount, StaleFinding, Sweep, TracerProblem,
+        ConnectFinding, DnsFinding, Failure, HalfOpenFinding, NodeCount, StaleFinding, Sweep,
+        TracerProblem,
     },
     tui::{
         app,
         cluster_state::{ClusterPane, ClusterUpdate},
         state::{Action, Effect, State, View},
     },
+    verdict::ClusterVerdictKind,
 };
 
 /// Any fixed instant: the screens say how long ago, from it.
@@ -50,13 +52,13 @@ fn six_nodes() -> Sweep {
             last_grew_s: Some(3),
         }],
         connects: vec![ConnectFinding {
-            failure: "black holes".into(),
+            failure: Failure::BlackHoles,
             service: Some("10.96.0.10:80".into()),
             backend: Some("10.244.1.30:8080".into()),
             dst: "10.96.0.10:80".into(),
             dst_service: Some("app/orders".into()),
             dst_node: None,
-            cluster_verdict: Some("backend is no live pod".into()),
+            cluster_verdict: Some(ClusterVerdictKind::BackendIsNoLivePod),
             nodes: counts(&[("node-3", 2)]),
             connects: 2,
             backend_failing_share: Some(1.0),

@@ -18,6 +18,7 @@ use tracer::{
         app::{self, Clock, Options},
         state::{Action, State, View},
     },
+    verdict::ClusterVerdictKind,
 };
 
 const DEAD_BACKEND: &str = include_str!("fixtures/tui/a_dead_backend.jsonl");
@@ -212,7 +213,7 @@ fn the_detail_names_the_pods_and_says_the_cluster_verdict() {
             c.identity.dst_pod = Some("webhooks-worker-9d9667f58-hqrqt".into());
             c.identity.dst_namespace = Some("app".into());
             c.identity.dst_service = Some("app/webhooks".into());
-            c.identity.cluster_verdict = Some("endpoint does not listen".into());
+            c.identity.cluster_verdict = Some(ClusterVerdictKind::EndpointDoesNotListen);
             c.identity.cluster_explanation =
                 Some("Refused by pod app/webhooks-worker-9d9667f58-hqrqt.".into());
         }

@@ -27,51 +27,7 @@ pub mod reader;
 
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
-
-use crate::identity::cluster::Proto;
-
-/// Where a datapath entry lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// kube-proxy `--proxy-mode=iptables`: DNAT rules in the `nat` table.
-    Iptables,
-    /// kube-proxy `--proxy-mode=nftables`: `table ip kube-proxy`.
-    Nftables,
-    /// kube-proxy `--proxy-mode=ipvs`: IPVS virtual and real servers.
-    Ipvs,
-    /// Cilium's kube-proxy replacement: its pinned services and backends maps.
-    Cilium,
-}
-
-impl Source {
-    pub const ALL: [Source; 4] = [
-        Source::Iptables,
-        Source::Nftables,
-        Source::Ipvs,
-        Source::Cilium,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::Iptables => "iptables",
-            Source::Nftables => "nftables",
-            Source::Ipvs => "ipvs",
-            Source::Cilium => "cilium",
-        }
-    }
-
-    /// How a sentence names it: "kube-proxy's iptables".
-    pub fn described(self) -> &'static str {
-        match self {
-            Source::Iptables => "kube-proxy's iptables rules",
-            Source::Nftables => "kube-proxy's nftables table",
-            Source::Ipvs => "the IPVS table",
-            Source::Cilium => "Cilium's service maps",
-        }
-    }
-}
+use crate::{identity::cluster::Proto, record::Source};
 
 /// One (Service address -> backend) translation the node's datapath holds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

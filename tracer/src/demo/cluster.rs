@@ -127,6 +127,7 @@ mod tests {
         cluster::{AddressIdentity, ClusterState, Proto},
         verdicts,
     };
+    use crate::verdict::ClusterVerdictKind;
 
     fn parsed() -> ClusterState {
         ClusterState::from_kubectl_json(&state().to_string()).expect("the demo's state parses")
@@ -171,7 +172,7 @@ mod tests {
             Some(at(web, web_port)),
         )
         .expect("the deleted web pod");
-        assert_eq!(dead.name, verdicts::BACKEND_IS_NO_LIVE_POD);
+        assert_eq!(dead.kind, ClusterVerdictKind::BackendIsNoLivePod);
         assert!(
             dead.explanation.contains(WEB_GONE_POD),
             "{}",
@@ -181,11 +182,11 @@ mod tests {
         let (worker, worker_port) = NOT_LISTENING;
         let refused = verdicts::endpoint_does_not_listen(&state, at(worker, worker_port))
             .expect("the worker pod");
-        assert_eq!(refused.name, verdicts::ENDPOINT_DOES_NOT_LISTEN);
+        assert_eq!(refused.kind, ClusterVerdictKind::EndpointDoesNotListen);
 
         let dns = verdicts::dns_server_is_no_live_pod(&state, at(DNS_DEAD, 53))
             .expect("the deleted DNS pod");
-        assert_eq!(dns.name, verdicts::DNS_SERVER_IS_NO_LIVE_POD);
+        assert_eq!(dns.kind, ClusterVerdictKind::DnsServerIsNoLivePod);
         assert!(
             dns.explanation.contains(DNS_POD),
             "names the live one: {}",

@@ -5,7 +5,7 @@
 //! With the live watch, "no pod has this address" can no longer be read from an index of every
 //! pod: a remote address is a live pod, no pod, or not known yet. [`KnownCluster::pod_at`] says
 //! which, from the lookups' cache; a record that may ask (a failing one) notes the lookups it
-//! needs ([`KnownCluster::into_wanted`]), and its record waits for them (`held.rs`). The verdicts
+//! needs ([`KnownCluster::into_wanted`]), and its record waits for them (`stages/held.rs`). The verdicts
 //! call the same methods as on [`ClusterState`] (which this derefs to), so they read the same with
 //! either source.
 use std::{

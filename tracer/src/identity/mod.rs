@@ -12,7 +12,6 @@
 //!   cached); `known.rs`: the snapshot plus those lookups, which the verdicts read.
 //! - `verdicts.rs`: the cluster-state verdicts (`backend is no live pod`, `endpoint does not
 //!   listen`, `DNS server is no live pod`) and their sentences.
-//! - `fields.rs`: the fields records carry.
 //! - `node_address.rs`: what a node's address stands for (the Service of a `NodePort`, the node a
 //!   reply went to).
 //!
@@ -26,7 +25,6 @@ pub mod backoff;
 pub mod cgroup;
 pub mod cgroup_ids;
 pub mod cluster;
-pub mod fields;
 pub mod known;
 pub mod node_address;
 pub mod pod_lookup;
@@ -41,19 +39,19 @@ use std::{
     path::PathBuf,
 };
 
-pub use fields::Identity;
+pub use crate::record::Identity;
 
 use self::{
     cgroup_ids::{CgroupPaths, MIN_RESCAN},
     cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service},
     known::{KnownCluster, Remote},
-    pod_lookup::{LookupKey, LookupStats},
+    pod_lookup::LookupKey,
     source::{ClusterSource, ClusterView},
     verdicts::ClusterVerdict,
     watch::ApiRequests,
 };
 use crate::{
-    record::{ApiStats, IdentityStats, KindRequests},
+    record::{ApiStats, IdentityStats, KindRequests, LookupStats},
     verdict::Verdict,
 };
 
@@ -197,7 +195,7 @@ impl Identities {
             describe_backend(&mut id, &known, backend);
         }
         if let Some(v) = verdicts::for_connect(&known, verdict, backend, service) {
-            id.cluster_verdict = Some(v.name.into());
+            id.cluster_verdict = Some(v.kind);
             id.cluster_explanation = Some(v.explanation);
         }
         let wanted = known.into_wanted();
@@ -214,7 +212,7 @@ impl Identities {
             // Named from what is known: the record is not held for a lookup.
             describe_destination(&mut id, &self.known(&view.state, false), peer);
             if let Some(v) = verdicts::for_reply_peer(&view.state, peer) {
-                id.cluster_verdict = Some(v.name.into());
+                id.cluster_verdict = Some(v.kind);
                 id.cluster_explanation = Some(v.explanation);
             }
         }

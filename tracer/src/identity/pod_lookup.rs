@@ -10,7 +10,7 @@
 //!
 //! Every one is read from the API server's cache (`resourceVersion=0`: no read of every pod from
 //! etcd), rate-limited ([`BURST`], then [`PER_SECOND`]), cached for [`KEPT_FOR`], and counted
-//! ([`LookupStats`]). Only failing records ask (`known.rs`); a healthy connect never does. The
+//! (`LookupStats`, in the `stats` record). Only failing records ask (`known.rs`); a healthy connect never does. The
 //! tracer's thread keeps the cache ([`PodLookups`]); the watch thread makes the requests
 //! ([`serve`]), at most [`IN_FLIGHT`] at once.
 use std::{
@@ -26,9 +26,9 @@ use kube::{
     Api, Client,
     api::{GetParams, ListParams},
 };
-use serde::{Deserialize, Serialize};
 
 use super::{api_failure::Failure, cluster::Pod};
+use crate::record::LookupStats;
 
 /// Lookups that may be made at once after a quiet spell ...
 pub const BURST: f64 = 20.0;
@@ -67,23 +67,6 @@ pub enum Lookup<'a> {
     Pending,
     /// Not asked, expired, failed or refused by the rate limit.
     Unavailable,
-}
-
-/// Counts since the start, in the `stats` record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LookupStats {
-    /// Requests made to the API server.
-    pub requests: u64,
-    /// Of those, answered.
-    pub answered: u64,
-    /// Of those, failed or given up.
-    pub failed: u64,
-    /// Lookups a record needed that the cache answered.
-    pub cache_hits: u64,
-    /// Lookups not made because of the rate limit.
-    pub rate_limited: u64,
-    /// Records that went out before their lookup was answered (after waiting their bound).
-    pub late: u64,
 }
 
 enum Entry {

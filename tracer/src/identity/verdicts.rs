@@ -19,19 +19,12 @@ use super::{
     cluster::{AddressIdentity, ClusterState, EndpointRef, Pod, Proto, Service, TargetRef},
     known::KnownCluster,
 };
-use crate::verdict::{RefusedBy, Verdict};
-
-pub const BACKEND_IS_NO_LIVE_POD: &str = "backend is no live pod";
-pub const ENDPOINT_DOES_NOT_LISTEN: &str = "endpoint does not listen";
-pub const DNS_SERVER_IS_NO_LIVE_POD: &str = "DNS server is no live pod";
-pub const PEER_NODE_IS_GONE: &str = "peer node is gone";
-pub const PEER_NODE_IS_NOT_READY: &str = "peer node is NotReady";
+use crate::verdict::{ClusterVerdictKind, RefusedBy, Verdict};
 
 /// A verdict from cluster state, attached to a connect (or DNS) record next to the kernel's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterVerdict {
-    /// One of the constants above.
-    pub name: &'static str,
+    pub kind: ClusterVerdictKind,
     pub explanation: String,
 }
 
@@ -118,7 +111,7 @@ pub fn backend_is_no_live_pod(
     }
     text.push_str(". The SYN goes into a black hole.");
     Some(ClusterVerdict {
-        name: BACKEND_IS_NO_LIVE_POD,
+        kind: ClusterVerdictKind::BackendIsNoLivePod,
         explanation: text,
     })
 }
@@ -163,7 +156,7 @@ pub fn service_lists_no_live_pod(
         return None;
     }
     Some(ClusterVerdict {
-        name: BACKEND_IS_NO_LIVE_POD,
+        kind: ClusterVerdictKind::BackendIsNoLivePod,
         explanation: format!(
             "Service {} ({vip}) balances connects to {}, which no live pod has: the connects sent there \
              go into a black hole (the backend was chosen after this socket and is not shown).",
@@ -251,7 +244,7 @@ pub fn endpoint_does_not_listen(
     }
     text.push('.');
     Some(ClusterVerdict {
-        name: ENDPOINT_DOES_NOT_LISTEN,
+        kind: ClusterVerdictKind::EndpointDoesNotListen,
         explanation: text,
     })
 }
@@ -265,7 +258,7 @@ pub fn for_reply_peer(state: &ClusterState, peer: SocketAddr) -> Option<ClusterV
     let ip = peer.ip();
     if let Some(node) = state.node_by_ip(ip) {
         return node.not_ready.then(|| ClusterVerdict {
-            name: PEER_NODE_IS_NOT_READY,
+            kind: ClusterVerdictKind::PeerNodeIsNotReady,
             explanation: format!(
                 "The replies go to {ip}, node {}'s address, and node {} is not Ready: the \
                  connection's NAT state lives on that node, so the replies go nowhere while it is \
@@ -276,7 +269,7 @@ pub fn for_reply_peer(state: &ClusterState, peer: SocketAddr) -> Option<ClusterV
     }
     let node = state.departed_node_by_ip(ip)?;
     Some(ClusterVerdict {
-        name: PEER_NODE_IS_GONE,
+        kind: ClusterVerdictKind::PeerNodeIsGone,
         explanation: format!(
             "The replies go to {ip}, the address of node {}, which is gone: the connection's NAT \
              state went with it, so the client never gets them. Keep nodes that forward \
@@ -346,7 +339,7 @@ pub fn dns_server_is_no_live_pod(
          another: re-resolve through the Service, or restart the client.",
     );
     Some(ClusterVerdict {
-        name: DNS_SERVER_IS_NO_LIVE_POD,
+        kind: ClusterVerdictKind::DnsServerIsNoLivePod,
         explanation: text,
     })
 }

@@ -11,11 +11,11 @@ use aya::{
 use tracer_common::{DnsConfig, DnsHealthyStats, DnsKey, Endpoint, PendingDns, SockError};
 
 use crate::{
-    dns::{
-        Expired, HealthyTotals,
-        queries::{self, Query},
-    },
     record::{HookTier, HookTiers},
+    stages::{
+        decode,
+        dns::{Expired, HealthyTotals, queries},
+    },
 };
 
 use super::{
@@ -27,7 +27,7 @@ use super::{
 /// What DNS can do with the tier it got: every tier names the same verdicts; the syscall
 /// tracepoints see a reply only when the application reads it. (They see an unconnected socket's
 /// bound address, not the one its datagram left from: userspace asks the route for that,
-/// `pipeline.rs`.) DNS queries refused by ICMP are told from unanswered ones by the error-report
+/// `stages/mod.rs`.) DNS queries refused by ICMP are told from unanswered ones by the error-report
 /// tracepoint.
 pub fn capabilities(
     capabilities: &mut Capabilities,
@@ -181,29 +181,30 @@ impl DnsMaps {
             let error = self.sock_errors.get(&key.socket_cookie, 0).ok();
             if let Some(outcome) = queries::expiry(&pending, now_ns, timeout_ns, error) {
                 expired.push(Expired {
-                    query: Query { key, pending },
+                    query: decode::query(key, &pending),
                     outcome,
                     socket_answered_ns: self.sock_answered.get(&key.socket_cookie, 0).ok(),
                 });
             }
         }
-        expired.sort_by_key(|e| e.query.pending.sent_ns);
+        expired.sort_by_key(|e| e.query.sent_ns);
         for e in &expired {
             let _ = self.pending.remove(&e.query.key);
         }
         expired
     }
 
-    /// The healthy counts of every server, summed over CPUs.
+    /// The healthy counts of every server, summed over CPUs (a server of an address family we do
+    /// not know is left out: nothing could name it).
     pub fn healthy_totals(&self) -> HealthyTotals {
         self.healthy
             .iter()
             .flatten()
-            .map(|(server, per_cpu)| {
+            .filter_map(|(server, per_cpu)| {
                 let total = per_cpu.iter().fold((0, 0), |(n, ns), s| {
                     (n + s.answered, ns + s.latency_ns_total)
                 });
-                (server, total)
+                Some((decode::dns_server(&server).ok()?, total))
             })
             .collect()
     }

@@ -27,7 +27,13 @@ use crate::{
         StaleNatRecord, StatsRecord,
     },
     sink::Sink,
+    verdict::ClusterVerdictKind,
 };
+
+/// A cluster verdict as a label value: empty when there is none.
+fn label_of(verdict: Option<ClusterVerdictKind>) -> String {
+    verdict.map(|v| v.name().to_owned()).unwrap_or_default()
+}
 
 /// Distinct label sets a family holds before it folds new ones into `other`.
 pub const DEFAULT_LABEL_SET_CAP: usize = 2000;
@@ -454,7 +460,7 @@ impl Metrics {
             outcome: r.outcome.name(),
             handshake: if r.handshake { "true" } else { "false" },
             peer_node: r.peer_node.clone().unwrap_or_default(),
-            cluster_verdict: r.identity.cluster_verdict.clone().unwrap_or_default(),
+            cluster_verdict: label_of(r.identity.cluster_verdict),
         };
         self.replies_lost.with(&labels, |c| {
             c.inc();
@@ -497,7 +503,7 @@ impl Metrics {
             src_workload: id.src_owner.clone().unwrap_or_default(),
             dst_service: id.dst_service.clone().unwrap_or_default(),
             dst_node: id.dst_node.clone().unwrap_or_default(),
-            cluster_verdict: id.cluster_verdict.clone().unwrap_or_default(),
+            cluster_verdict: label_of(id.cluster_verdict),
         };
         self.connects.with(&labels, |c| {
             c.inc();

@@ -1,6 +1,6 @@
 //! JSON lines: one object per line, each with `"schema": 1` and a `"kind"`. The schema is
 //! documented in `docs/schema.md` (one example line per kind, checked against these types by
-//! `tracer/tests/schema_doc.rs`); the fields are the types of `record.rs`. `connect` lines, nearly
+//! `tracer/tests/schema_doc.rs`); the fields are the types of `record/`. `connect` lines, nearly
 //! all of a busy node's, are written by hand (`json_connect.rs`); the others through serde.
 use std::io::{self, Write};
 

@@ -1,7 +1,7 @@
 //! The `connect` JSON line written by hand: nearly every line of a busy node is one, and building
 //! it through serde (a map, because of `flatten`, with every key escaped and every address and
 //! time through `fmt`) cost twice the rest of the pipeline. The schema stays the one of
-//! `record.rs`: the record is destructured field by field (a new field does not compile until it
+//! `record/`: the record is destructured field by field (a new field does not compile until it
 //! is written here), the identity fields are serde's own, and the tests below compare this writer
 //! with serde's serialization of the same record over generated records.
 use std::io;
@@ -116,6 +116,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::verdict::ClusterVerdictKind;
     use crate::{
         clock::Timestamp,
         identity::Identity,
@@ -209,7 +210,9 @@ mod tests {
                         backend_namespace: next(),
                         backend_node: next(),
                         backend_ready,
-                        cluster_verdict: next(),
+                        cluster_verdict: next().map(|t| {
+                            ClusterVerdictKind::ALL[t.len() % ClusterVerdictKind::ALL.len()]
+                        }),
                         cluster_explanation: next(),
                         identity_source: next(),
                         identity_age_s: age,

@@ -119,7 +119,12 @@ impl<W: Write> TextSink<W> {
             (&c.identity.cluster_verdict, &c.identity.cluster_explanation)
             && (c.is_final || c.syns == 2)
         {
-            writeln!(self.out, "{:<20} [{}] {why}", "", verdict.to_uppercase())?;
+            writeln!(
+                self.out,
+                "{:<20} [{}] {why}",
+                "",
+                verdict.name().to_uppercase()
+            )?;
         }
         Ok(())
     }
@@ -211,6 +216,7 @@ impl<W: Write> TextSink<W> {
 mod tests {
     use super::*;
     use crate::identity::Identity;
+    use crate::verdict::ClusterVerdictKind;
 
     pub fn refused_by_worker() -> ConnectRecord {
         ConnectRecord {
@@ -247,7 +253,7 @@ mod tests {
                 dst_ready: Some(true),
                 dst_service: Some("app/webhooks".into()),
                 dst_endpoint_of: vec!["app/webhooks".into()],
-                cluster_verdict: Some("endpoint does not listen".into()),
+                cluster_verdict: Some(ClusterVerdictKind::EndpointDoesNotListen),
                 cluster_explanation: Some("Refused by pod app/worker-2 (Deployment worker), ...".into()),
                 identity_source: Some("api".into()),
                 identity_age_s: Some(42),

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{ConnectFinding, NodeCount, ReplyFinding, natural};
+use super::{ConnectFinding, Failure, NodeCount, ReplyFinding, natural};
+use crate::verdict::ClusterVerdictKind;
 
 /// One half-open flow.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,17 +44,8 @@ pub struct HalfOpenFinding {
     pub last_grew_s: Option<u64>,
 }
 
-/// `peer node is NotReady` -> `NotReady`.
-fn node_state(cluster_verdict: Option<&str>) -> Option<String> {
-    match cluster_verdict? {
-        crate::identity::verdicts::PEER_NODE_IS_GONE => Some("gone".into()),
-        crate::identity::verdicts::PEER_NODE_IS_NOT_READY => Some("NotReady".into()),
-        _ => None,
-    }
-}
-
 fn joins(c: &ConnectFinding, r: &ReplyFinding, peer: &str) -> bool {
-    if c.failure != "black holes" {
+    if c.failure != Failure::BlackHoles {
         return false;
     }
     let through_node_port = c.service.is_none()
@@ -135,7 +127,10 @@ pub fn join(
             backend: r.local.clone(),
             backend_nodes: r.nodes.clone(),
             peer_node: peer,
-            peer_node_state: node_state(r.cluster_verdict.as_deref()),
+            peer_node_state: r
+                .cluster_verdict
+                .and_then(ClusterVerdictKind::peer_node_state)
+                .map(str::to_owned),
             connects: client_nodes.iter().map(|n| n.count).sum(),
             client_nodes,
             replies_lost: r.lost,

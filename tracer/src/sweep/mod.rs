@@ -25,7 +25,10 @@ use self::{
         since_growth,
     },
 };
-use crate::args::{SweepArgs, SweepFormat};
+use crate::{
+    args::{SweepArgs, SweepFormat},
+    verdict::{ClusterVerdictKind, VerdictKind},
+};
 
 /// What the sweep found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -71,7 +74,7 @@ pub struct ReplyFinding {
     pub peer_node: Option<String>,
     /// From cluster state: `peer node is gone`, `peer node is NotReady`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster_verdict: Option<String>,
+    pub cluster_verdict: Option<ClusterVerdictKind>,
     pub nodes: Vec<NodeCount>,
     pub lost: u64,
     /// Seconds since it last grew (the Cluster view; absent in `tracer sweep`).
@@ -79,11 +82,61 @@ pub struct ReplyFinding {
     pub last_grew_s: Option<u64>,
 }
 
+/// The kind of failure a finding groups connects by. Declared in the order of their names, so
+/// maps keyed by it list them as they listed the names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Failure {
+    /// Unanswered, abandoned, timed out: the SYN went nowhere.
+    #[serde(rename = "black holes")]
+    BlackHoles,
+    #[serde(rename = "failed")]
+    Failed,
+    #[serde(rename = "refused")]
+    Refused,
+    #[serde(rename = "unreachable")]
+    Unreachable,
+}
+
+impl Failure {
+    pub fn of(verdict: VerdictKind) -> Failure {
+        match verdict {
+            v if v.is_black_hole() => Failure::BlackHoles,
+            VerdictKind::Unreachable => Failure::Unreachable,
+            VerdictKind::Refused => Failure::Refused,
+            _ => Failure::Failed,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::BlackHoles => "black holes",
+            Failure::Failed => "failed",
+            Failure::Refused => "refused",
+            Failure::Unreachable => "unreachable",
+        }
+    }
+
+    /// Its verdicts, as a regex over the `verdict` label.
+    pub fn verdicts(self) -> &'static str {
+        match self {
+            Failure::BlackHoles => "unanswered|abandoned|timed_out",
+            Failure::Unreachable => "unreachable",
+            Failure::Refused => "refused",
+            Failure::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Failing connects to one destination (a Service's backend, or an address), by node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConnectFinding {
-    /// `black holes` (unanswered, abandoned, timed out), `unreachable`, `refused` or `failed`.
-    pub failure: String,
+    pub failure: Failure,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,7 +151,7 @@ pub struct ConnectFinding {
     pub dst_node: Option<String>,
     /// From cluster state: `backend is no live pod`, ...
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster_verdict: Option<String>,
+    pub cluster_verdict: Option<ClusterVerdictKind>,
     pub nodes: Vec<NodeCount>,
     pub connects: u64,
     /// Failing share of the connects to this backend of the Service (all nodes, the window).
@@ -259,13 +312,17 @@ fn youngest<'a>(samples: impl Iterator<Item = &'a Sample>) -> Option<u64> {
     samples.map(|s| count(s.value)).min()
 }
 
-fn failure_class(verdict: &str) -> &'static str {
-    match verdict {
-        "unanswered" | "abandoned" | "timed_out" => "black holes",
-        "unreachable" => "unreachable",
-        "refused" => "refused",
-        _ => "failed",
-    }
+/// What kind of failure a connect's `verdict` label is; a name this sweep does not know is
+/// `failed`.
+fn failure_of(label: &str) -> Failure {
+    label
+        .parse::<VerdictKind>()
+        .map_or(Failure::Failed, Failure::of)
+}
+
+/// A `cluster_verdict` label; empty, or a name this sweep does not know, is none.
+fn cluster_verdict_of(label: &str) -> Option<ClusterVerdictKind> {
+    label.parse().ok()
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -282,15 +339,23 @@ fn count(value: f64) -> u64 {
 }
 
 /// What a failing connect is grouped by: the kind of failure, then the labels.
-type ConnectKey = (&'static str, String, String, String, String, String, String);
+type ConnectKey = (
+    Failure,
+    String,
+    String,
+    String,
+    Option<ClusterVerdictKind>,
+    String,
+    String,
+);
 
 fn connect_key(s: &Sample) -> ConnectKey {
     (
-        failure_class(s.label("verdict")),
+        failure_of(s.label("verdict")),
         s.label("service").to_string(),
         s.label("backend").to_string(),
         s.label("dst").to_string(),
-        s.label("cluster_verdict").to_string(),
+        cluster_verdict_of(s.label("cluster_verdict")),
         s.label("dst_service").to_string(),
         s.label("dst_node").to_string(),
     )
@@ -300,24 +365,14 @@ impl ConnectFinding {
     fn key(&self) -> ConnectKey {
         let text = |o: &Option<String>| o.clone().unwrap_or_default();
         (
-            failure_class_of(&self.failure),
+            self.failure,
             text(&self.service),
             text(&self.backend),
             self.dst.clone(),
-            text(&self.cluster_verdict),
+            self.cluster_verdict,
             text(&self.dst_service),
             text(&self.dst_node),
         )
-    }
-}
-
-/// The class name back as the `'static` one.
-fn failure_class_of(failure: &str) -> &'static str {
-    match failure {
-        "black holes" => "black holes",
-        "unreachable" => "unreachable",
-        "refused" => "refused",
-        _ => "failed",
     }
 }
 
@@ -338,7 +393,10 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
             s.label("service") == service && backend.is_none_or(|b| s.label("backend") == b)
         }) {
             total += s.value;
-            if !matches!(s.label("verdict"), "established" | "slow") {
+            if s.label("verdict")
+                .parse::<VerdictKind>()
+                .map_or(true, VerdictKind::is_failing)
+            {
                 failing += s.value;
             }
         }
@@ -350,7 +408,7 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
             |((failure, service, backend, dst, cluster_verdict, dst_service, dst_node), nodes)| {
                 let nodes = node_counts(nodes);
                 ConnectFinding {
-                    failure: failure.to_string(),
+                    failure,
                     backend_failing_share: (!service.is_empty() && !backend.is_empty())
                         .then(|| share(&service, Some(&backend)))
                         .flatten(),
@@ -364,15 +422,15 @@ pub fn connect_findings(fails: &[Sample], shares: &[Sample]) -> Vec<ConnectFindi
                     dst,
                     dst_service: non_empty(&dst_service),
                     dst_node: non_empty(&dst_node),
-                    cluster_verdict: non_empty(&cluster_verdict),
+                    cluster_verdict,
                     last_grew_s: None,
                 }
             },
         )
         .collect();
     findings.sort_by(|a, b| {
-        (a.failure != "black holes")
-            .cmp(&(b.failure != "black holes"))
+        (a.failure != Failure::BlackHoles)
+            .cmp(&(b.failure != Failure::BlackHoles))
             .then(b.nodes.len().cmp(&a.nodes.len()))
             .then(b.connects.cmp(&a.connects))
     });
@@ -462,14 +520,14 @@ pub fn stale_findings(held: &[Sample]) -> Vec<StaleFinding> {
 }
 
 /// What a server losing replies is grouped by.
-type ReplyKey = (String, String, String, String);
+type ReplyKey = (String, String, String, Option<ClusterVerdictKind>);
 
 fn reply_key(s: &Sample) -> ReplyKey {
     (
         s.label("local").to_string(),
         s.label("local_service").to_string(),
         s.label("peer_node").to_string(),
-        s.label("cluster_verdict").to_string(),
+        cluster_verdict_of(s.label("cluster_verdict")),
     )
 }
 
@@ -480,7 +538,7 @@ impl ReplyFinding {
             self.local.clone(),
             text(&self.local_service),
             text(&self.peer_node),
-            text(&self.cluster_verdict),
+            self.cluster_verdict,
         )
     }
 }
@@ -503,7 +561,7 @@ pub fn reply_findings(lost: &[Sample]) -> Vec<ReplyFinding> {
                 local,
                 local_service: non_empty(&local_service),
                 peer_node: non_empty(&peer_node),
-                cluster_verdict: non_empty(&verdict),
+                cluster_verdict: verdict,
                 lost: nodes.iter().map(|n| n.count).sum(),
                 nodes,
                 last_grew_s: None,
@@ -594,11 +652,6 @@ fn sorted_nodes(nodes: impl Iterator<Item = String>) -> Vec<String> {
     nodes
 }
 
-/// `backend is no live pod` -> `no live pod`: the parenthesis after a backend.
-fn short_cluster_verdict(v: &str) -> &str {
-    v.strip_prefix("backend is ").unwrap_or(v)
-}
-
 fn percent(share: f64) -> String {
     format!("{:.0}%", share * 100.0)
 }
@@ -645,8 +698,7 @@ pub fn connect_what(f: &ConnectFinding) -> String {
 pub fn connect_text(f: &ConnectFinding, total: usize) -> String {
     let why = f
         .cluster_verdict
-        .as_deref()
-        .map_or_else(String::new, |v| format!(" ({})", short_cluster_verdict(v)));
+        .map_or_else(String::new, |v| format!(" ({})", v.after_backend()));
     let mut out = format!(
         "{}{why}: {} from {} of {total} nodes: {}\n  {} connects",
         connect_what(f),
@@ -707,7 +759,6 @@ pub fn reply_text(r: &ReplyFinding, total: usize) -> String {
         .map_or_else(String::new, |p| format!(" towards node {p}"));
     let why = r
         .cluster_verdict
-        .as_deref()
         .map_or_else(String::new, |v| format!(" ({v})"));
     format!(
         "{}{service}{towards}{why}: {} connections from {} of {total} nodes: {}",

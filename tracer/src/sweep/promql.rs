@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use super::{ConnectFinding, DnsFinding, ReplyFinding, StaleFinding};
+use crate::verdict::ClusterVerdictKind;
 
 macro_rules! failing {
     () => {
@@ -80,29 +81,22 @@ fn selector(metric: &str, matchers: &[(&str, &str)]) -> String {
     s
 }
 
-/// The verdicts of a kind of failure, as a regex.
-pub fn verdicts_of(failure: &str) -> &'static str {
-    match failure {
-        "black holes" => "unanswered|abandoned|timed_out",
-        "unreachable" => "unreachable",
-        "refused" => "refused",
-        _ => "failed",
-    }
-}
-
 /// The failing connects of one finding, by node.
 pub fn connect_row(f: &ConnectFinding, window: &str) -> String {
     let mut s = format!(
         "tracer_connects_total{{verdict=~{},dst={}",
-        quote(verdicts_of(&f.failure)),
+        quote(f.failure.verdicts()),
         quote(&f.dst)
     );
     for (label, value) in [
-        ("service", &f.service),
-        ("backend", &f.backend),
-        ("cluster_verdict", &f.cluster_verdict),
+        ("service", f.service.as_deref()),
+        ("backend", f.backend.as_deref()),
+        (
+            "cluster_verdict",
+            f.cluster_verdict.map(ClusterVerdictKind::name),
+        ),
     ] {
-        let _ = write!(s, ",{label}={}", quote(value.as_deref().unwrap_or("")));
+        let _ = write!(s, ",{label}={}", quote(value.unwrap_or("")));
     }
     s.push('}');
     grown_by("node", &s, window)

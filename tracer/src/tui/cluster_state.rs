@@ -1,7 +1,7 @@
 //! The Cluster view's state, kept apart from this node's: the latest answer of the Prometheus that
 //! scrapes every node's tracer (`--prometheus`), as rows ranked like `tracer sweep` ranks its
 //! findings, how fresh that answer is, and the selection. Never imports widgets:
-//! `cluster_view.rs` renders it.
+//! `view/cluster.rs` renders it.
 use std::{
     fmt::Write as _,
     time::{Duration, SystemTime},
@@ -208,7 +208,7 @@ pub fn rows(sweep: &Sweep) -> Vec<ClusterRow> {
         .map(|h| half_open_row(h, total, &w))
         .collect();
     rows.extend(sweep.connects.iter().map(|f| ClusterRow {
-        kind: f.failure.clone(),
+        kind: f.failure.name().to_owned(),
         what: sweep::connect_what(f),
         nodes: counts(&f.nodes),
         count: Some(f.connects),

@@ -1,17 +1,17 @@
-//! The live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
+//! Stage 7: the live TUI (`tracer tui`) and its replay (`tracer replay`), and the same table as text
 //! (`tracer summary`).
 //!
-//! `state.rs` (the incident model of `incidents/` and how the user looks at it) -> `view.rs`
-//! (widgets rendering `&State`) <- `keys.rs` (key -> action) <- `app.rs` (the loop: keys, frame
-//! tick, batches of records). `terminal.rs` owns the real terminal; `advice.rs` says what to check next per verdict; `summary.rs` prints the
-//! ranked table. Records arrive on a channel: from `live.rs` through `sink::channel`, or from
-//! `replay.rs`. The Cluster view (`--prometheus`) has its own state (`cluster_state.rs`), pane
-//! (`cluster_view.rs`) and a task asking Prometheus (`cluster_poll.rs`).
+//! `state.rs` (the incident model of `incidents/` and how the user looks at it) -> `view/`
+//! (widgets rendering `&State`, one file per pane) <- `keys.rs` (key -> action) <- `app.rs` (the
+//! loop: keys, frame tick, batches of records). `terminal.rs` owns the real terminal; `advice.rs`
+//! says what to check next per verdict; `summary.rs` prints the ranked table. Records arrive on a
+//! channel: from `live.rs` through `sink::channel`, or from `replay.rs`. The Cluster view
+//! (`--prometheus`) has its own state (`cluster_state.rs`), pane (`view/cluster.rs`) and a task
+//! asking Prometheus (`cluster_poll.rs`).
 pub mod advice;
 pub mod app;
 pub mod cluster_poll;
 pub mod cluster_state;
-pub mod cluster_view;
 pub mod keys;
 pub mod state;
 pub mod summary;

@@ -1,6 +1,6 @@
 //! The TUI's state: the incident model (`incidents/`) and how the user looks at it (view, filters,
 //! sort, selection, pause), and the Cluster view's own state when there is one
-//! (`cluster_state.rs`). Never imports widgets: `view.rs` renders `&State`.
+//! (`cluster_state.rs`). Never imports widgets: `view/` renders `&State`.
 use std::{cmp::Reverse, time::SystemTime};
 
 use super::cluster_state::{ClusterPane, ClusterRow, ClusterUpdate};

@@ -4,8 +4,11 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+mod identity;
+
+pub use self::identity::Identity;
 pub use crate::clock::Timestamp;
-use crate::verdict::{DnsVerdict, Errno, ReplyOutcome, Verdict, VerdictKind};
+use crate::verdict::{ClusterVerdictKind, DnsVerdict, Errno, ReplyOutcome, Verdict, VerdictKind};
 
 /// Version of the JSON-lines schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -74,9 +77,9 @@ pub struct ConnectRecord {
     /// Stable id of the attempt, shared by its live updates and its final record.
     pub flow: String,
     pub explanation: String,
-    /// Pod, Service and node names, the cluster-state verdict (all optional; see `identity/fields.rs`).
+    /// Pod, Service and node names, the cluster-state verdict (all optional; see `record/identity.rs`).
     #[serde(flatten)]
-    pub identity: crate::identity::Identity,
+    pub identity: Identity,
     /// A TCP connect to port 53: DNS over TCP.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dns: bool,
@@ -100,9 +103,9 @@ pub struct HealthyRecord {
     pub netns_inode: u64,
     pub established: u64,
     pub mean_syn_sent_ms: f64,
-    /// Pod, Service and node names (all optional; see `identity/fields.rs`).
+    /// Pod, Service and node names (all optional; see `record/identity.rs`).
     #[serde(flatten)]
-    pub identity: crate::identity::Identity,
+    pub identity: Identity,
 }
 
 /// Per Service, per backend: the verdicts of the connects of the last `window_s` seconds.
@@ -166,7 +169,7 @@ pub struct StaleDatapathRecord {
     pub service_name: Option<String>,
     /// Where the entry sends connects.
     pub backend: SocketAddr,
-    pub source: crate::datapath::Source,
+    pub source: Source,
     /// The chain, map or virtual server that holds it (`KUBE-SEP-...`, `endpoint-...`).
     pub location: String,
     pub reason: StaleReason,
@@ -174,6 +177,48 @@ pub struct StaleDatapathRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gone: bool,
     pub explanation: String,
+}
+
+/// Where a datapath entry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// kube-proxy `--proxy-mode=iptables`: DNAT rules in the `nat` table.
+    Iptables,
+    /// kube-proxy `--proxy-mode=nftables`: `table ip kube-proxy`.
+    Nftables,
+    /// kube-proxy `--proxy-mode=ipvs`: IPVS virtual and real servers.
+    Ipvs,
+    /// Cilium's kube-proxy replacement: its pinned services and backends maps.
+    Cilium,
+}
+
+impl Source {
+    pub const ALL: [Source; 4] = [
+        Source::Iptables,
+        Source::Nftables,
+        Source::Ipvs,
+        Source::Cilium,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Iptables => "iptables",
+            Source::Nftables => "nftables",
+            Source::Ipvs => "ipvs",
+            Source::Cilium => "cilium",
+        }
+    }
+
+    /// How a sentence names it: "kube-proxy's iptables".
+    pub fn described(self) -> &'static str {
+        match self {
+            Source::Iptables => "kube-proxy's iptables rules",
+            Source::Nftables => "kube-proxy's nftables table",
+            Source::Ipvs => "the IPVS table",
+            Source::Cilium => "Cilium's service maps",
+        }
+    }
 }
 
 /// Why a datapath entry is stale.
@@ -245,7 +290,7 @@ pub struct DnsRecord {
     pub explanation: String,
     /// `DNS server is no live pod` for an unanswered or refused query, when cluster state says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_verdict: Option<String>,
+    pub cluster_verdict: Option<ClusterVerdictKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_explanation: Option<String>,
 }
@@ -336,9 +381,9 @@ pub struct ReplyLostRecord {
     pub netns_inode: u64,
     pub flow: String,
     pub explanation: String,
-    /// The pod at `local`, what `peer` is (all optional; see `identity/fields.rs`).
+    /// The pod at `local`, what `peer` is (all optional; see `record/identity.rs`).
     #[serde(flatten)]
-    pub identity: crate::identity::Identity,
+    pub identity: Identity,
 }
 
 /// DNS totals since start.
@@ -377,9 +422,26 @@ pub struct ApiStats {
     /// By kind (`pods`, `services`, `endpointslices`, `nodes`): the list+watch requests.
     pub requests: std::collections::BTreeMap<String, KindRequests>,
     /// Pods looked up on demand for failing records.
-    pub lookups: crate::identity::pod_lookup::LookupStats,
+    pub lookups: LookupStats,
     /// Records waiting for a lookup right now.
     pub held_records: u64,
+}
+
+/// Counts since the start, in the `stats` record (`cluster_api.lookups`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookupStats {
+    /// Requests made to the API server.
+    pub requests: u64,
+    /// Of those, answered.
+    pub answered: u64,
+    /// Of those, failed or given up.
+    pub failed: u64,
+    /// Lookups a record needed that the cache answered.
+    pub cache_hits: u64,
+    /// Lookups not made because of the rate limit.
+    pub rate_limited: u64,
+    /// Records that went out before their lookup was answered (after waiting their bound).
+    pub late: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

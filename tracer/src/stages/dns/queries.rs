@@ -1,17 +1,11 @@
 //! One UDP DNS query as the kernel kept it: its addresses, its question, and what became of it.
 //! Pure functions, so the expiry rules are unit-tested without a kernel.
-use std::{
-    borrow::Cow,
-    net::{IpAddr, SocketAddr},
-};
+use std::{borrow::Cow, net::SocketAddr};
 
-use tracer_common::{DnsKey, PendingDns, SockError};
+use tracer_common::{PendingDns, SockError};
 
 use super::question::{self, Question, QuestionError};
-use crate::{
-    decode::{comm_to_string, ip_from_kernel},
-    verdict::DnsVerdict,
-};
+use crate::verdict::DnsVerdict;
 
 /// What became of a query that needs attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,56 +33,13 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Query {
-    pub key: DnsKey,
-    pub pending: PendingDns,
-}
+pub use crate::stages::decode::Query;
 
 impl Query {
-    pub fn server(&self) -> SocketAddr {
-        addr(
-            self.pending.family,
-            self.pending.server_addr,
-            self.pending.server_port,
-        )
-    }
-
-    pub fn client(&self) -> SocketAddr {
-        addr(
-            self.pending.family,
-            self.pending.client_addr,
-            self.pending.client_port,
-        )
-    }
-
-    /// The address a connected socket was connected to, when it differs from the server the
-    /// packet went to (a Service address DNAT'd in the sender's namespace).
-    pub fn dialed(&self) -> Option<SocketAddr> {
-        let dialed = addr(
-            self.pending.family,
-            self.pending.dialed_addr,
-            self.pending.server_port,
-        );
-        (!dialed.ip().is_unspecified() && dialed != self.server()).then_some(dialed)
-    }
-
-    pub fn comm(&self) -> String {
-        comm_to_string(&self.pending.comm)
-    }
-
     /// The first question, from the bytes the kernel copied after the header.
     pub fn question(&self) -> Result<Question, QuestionError> {
-        let len = usize::from(self.pending.question_len).min(self.pending.question.len());
-        question::read(&self.pending.question[..len])
+        question::read(&self.question)
     }
-}
-
-fn addr(family: u16, bytes: [u8; 16], port: u16) -> SocketAddr {
-    SocketAddr::new(
-        ip_from_kernel(family, bytes).unwrap_or(IpAddr::from([0u8; 4])),
-        port,
-    )
 }
 
 /// What to report about a pending query at `now_ns`, if anything yet: `refused` as soon as its
@@ -157,11 +108,12 @@ pub fn explanation(outcome: &Outcome, what: &str, server: &str, port: u16) -> St
 
 #[cfg(test)]
 mod tests {
+    use tracer_common::{AF_INET, DnsKey};
+
     use super::*;
-    use tracer_common::AF_INET;
 
     /// A query for `web.test A` sent at `sent_ns`, as the kernel copies it.
-    pub fn query(sent_ns: u64) -> Query {
+    fn pending(sent_ns: u64) -> PendingDns {
         let mut pending = PendingDns {
             sent_ns,
             family: AF_INET,
@@ -175,13 +127,15 @@ mod tests {
         let question = b"\x03web\x04test\x00\x00\x01\x00\x01\x00\x00\x29\x04\xd0";
         pending.question[..question.len()].copy_from_slice(question);
         pending.question_len = question.len() as u16;
-        Query {
-            key: DnsKey {
-                id: 7,
-                ..DnsKey::default()
-            },
-            pending,
-        }
+        pending
+    }
+
+    fn query(sent_ns: u64) -> Query {
+        let key = DnsKey {
+            id: 7,
+            ..DnsKey::default()
+        };
+        crate::stages::decode::query(key, &pending(sent_ns))
     }
 
     #[test]
@@ -192,16 +146,17 @@ mod tests {
 
     #[test]
     fn malformed_or_cut_questions_are_errors_not_panics() {
-        let mut q = query(0);
+        let mut p = pending(0);
+        let query = |p: &PendingDns| crate::stages::decode::query(DnsKey::default(), p);
         for len in 0..14 {
-            q.pending.question_len = len;
-            assert!(q.question().is_err(), "{len} bytes must not parse");
+            p.question_len = len;
+            assert!(query(&p).question().is_err(), "{len} bytes must not parse");
         }
-        q.pending.question_len = 200; // more than the array: clamped
-        assert!(q.question().is_ok());
-        q.pending.question[0] = 0xc0; // a compression pointer: nothing before it to point to
-        q.pending.question[1] = 0x40;
-        assert!(q.question().is_err());
+        p.question_len = 200; // more than the array: clamped
+        assert!(query(&p).question().is_ok());
+        p.question[0] = 0xc0; // a compression pointer: nothing before it to point to
+        p.question[1] = 0x40;
+        assert!(query(&p).question().is_err());
     }
 
     #[test]
@@ -223,24 +178,24 @@ mod tests {
 
     #[test]
     fn a_pending_query_is_unanswered_only_after_the_timeout() {
-        let q = query(1_000);
-        assert_eq!(expiry(&q.pending, 1_000 + 1_999, 2_000, None), None);
+        let q = pending(1_000);
+        assert_eq!(expiry(&q, 1_000 + 1_999, 2_000, None), None);
         assert_eq!(
-            expiry(&q.pending, 1_000 + 2_000, 2_000, None),
+            expiry(&q, 1_000 + 2_000, 2_000, None),
             Some(Outcome::Unanswered { waited_ns: 2_000 })
         );
     }
 
     #[test]
     fn a_refused_socket_ends_its_queries_at_once_but_not_older_errors() {
-        let q = query(1_000);
+        let q = pending(1_000);
         let refused = SockError {
             at_ns: 1_500,
             errno: 111,
             _pad: 0,
         };
         assert_eq!(
-            expiry(&q.pending, 1_600, 2_000, Some(refused)),
+            expiry(&q, 1_600, 2_000, Some(refused)),
             Some(Outcome::Refused {
                 waited_ns: 600,
                 errno: 111
@@ -250,20 +205,10 @@ mod tests {
             at_ns: 900,
             ..refused
         };
-        assert_eq!(expiry(&q.pending, 1_600, 2_000, Some(before)), None);
+        assert_eq!(expiry(&q, 1_600, 2_000, Some(before)), None);
         assert_eq!(
-            expiry(&q.pending, 3_000, 2_000, Some(before)),
+            expiry(&q, 3_000, 2_000, Some(before)),
             Some(Outcome::Unanswered { waited_ns: 2_000 })
         );
-    }
-
-    #[test]
-    fn a_connected_service_address_is_named_when_dnat_changed_the_server() {
-        let mut q = query(0);
-        assert_eq!(q.dialed(), None);
-        q.pending.dialed_addr[..4].copy_from_slice(&[10, 0, 0, 53]);
-        assert_eq!(q.dialed(), None, "connected straight to the server");
-        q.pending.dialed_addr[..4].copy_from_slice(&[10, 96, 0, 10]);
-        assert_eq!(q.dialed(), Some("10.96.0.10:53".parse().expect("addr")));
     }
 }

@@ -5,7 +5,7 @@
 //! attempt a SYN retransmit (live `unanswered`) and later its end (`abandoned`), in blocks so the flow
 //! table holds a few thousand open flows. Measures two stages on them: decode -> flow table -> verdict
 //! , then the whole path live tracing runs:
-//! decode -> flows -> destination filter -> enrich -> JSON sink (`pipeline.rs`, the code live
+//! decode -> flows -> destination filter -> enrich -> JSON sink (`stages/mod.rs`, the code live
 //! tracing runs), into `io::sink()`. Prints one JSON line.
 use std::{
     io::{self, BufWriter},
@@ -19,13 +19,15 @@ use tracer_common::{
 use crate::{
     clock::KernelClock,
     conntrack::subscription::{DestroyEventsMode, DestroySubscription},
-    decode::decode,
-    filter::DestinationFilter,
-    flows::FlowTable,
     netns,
-    pipeline::{StageOptions, Stages},
     record::Record,
     sink::{Sink, json::JsonSink},
+    stages::{
+        decode::{KernelEvent, decode},
+        filter::DestinationFilter,
+        flows::FlowTable,
+        {StageOptions, Stages},
+    },
 };
 
 #[derive(Debug, clap::Args)]
@@ -68,7 +70,7 @@ pub fn run(args: &BenchPipelineArgs) -> anyhow::Result<()> {
     let mut classify = FlowTable::default();
     let start = Instant::now();
     for bytes in records.chunks_exact(record_len) {
-        if let Ok(event) = decode(bytes) {
+        if let Ok(KernelEvent::Tcp(event)) = decode(bytes) {
             std::hint::black_box(classify.apply(event).verdict);
         }
     }

@@ -1,38 +1,20 @@
 //! A socket whose replies were lost (`tracer-ebpf/src/replies.rs`) -> its record: wall time, the
 //! namespace's name, the process holding the socket, the client as this node's conntrack knows it,
 //! the pod and Service at the local address, the node the replies went to, and the sentence.
-use std::{net::SocketAddr, path::Path, time::Duration};
-
-use tracer_common::{EVENT_REPLY_END, ReplyEvent, STATE_SYN_RECV};
+use std::{path::Path, time::Duration};
 
 use super::Enricher;
 use crate::{
     conntrack::netlink::Direction,
-    decode::ip_from_kernel,
     identity::{node_address, socket_owner},
     record::ReplyLostRecord,
+    stages::decode::ReplyLost,
     verdict::ReplyOutcome,
 };
 
-/// Both ends of the socket of `ev`; `None` for an address family we do not know.
-pub fn ends(ev: &ReplyEvent) -> Option<(SocketAddr, SocketAddr)> {
-    let l = &ev.loss;
-    Some((
-        SocketAddr::new(ip_from_kernel(l.family, l.saddr)?, l.sport),
-        SocketAddr::new(ip_from_kernel(l.family, l.daddr)?, l.dport),
-    ))
-}
-
 impl Enricher {
-    pub fn reply_lost_record(
-        &mut self,
-        ev: &ReplyEvent,
-        local: SocketAddr,
-        peer: SocketAddr,
-    ) -> ReplyLostRecord {
-        let l = &ev.loss;
-        let is_final = ev.kind == EVENT_REPLY_END;
-        let handshake = l.state == STATE_SYN_RECV;
+    pub fn reply_lost_record(&mut self, l: &ReplyLost) -> ReplyLostRecord {
+        let (local, peer, is_final, handshake) = (l.local, l.peer, l.is_final, l.handshake);
         let outcome = match (is_final, handshake) {
             (false, _) => ReplyOutcome::Unacknowledged,
             (true, true) => ReplyOutcome::NoFinalAck,
@@ -62,16 +44,16 @@ impl Enricher {
         };
         let owner = known.or_else(|| socket_owner::owner_of(l.socket_inode, Path::new("/proc")));
         if let (Some(owner), false) = (&owner, is_final) {
-            self.reply_owners.insert(key, (owner.clone(), ev.event_ns));
+            self.reply_owners.insert(key, (owner.clone(), l.at_ns));
         }
         let ends = self
             .identities
             .cluster_view()
             .map(|v| node_address::reply_ends(&v.state, local, peer))
             .unwrap_or_default();
-        let lost_for = Duration::from_nanos(ev.event_ns.saturating_sub(l.first_ns));
+        let lost_for = Duration::from_nanos(l.at_ns.saturating_sub(l.first_ns));
         ReplyLostRecord {
-            time: self.time_of(ev.event_ns),
+            time: self.time_of(l.at_ns),
             outcome,
             is_final,
             handshake,

@@ -6,10 +6,11 @@
 //! after `OPEN_FLOW_TTL` and counted, so nothing disappears silently.
 use std::time::Duration;
 
+use crate::{
+    stages::decode::{Attempt, TcpEvent},
+    verdict::Verdict,
+};
 use hashbrown::HashMap;
-use tracer_common::{Attempt, FLAG_ANSWERED, FLAG_RST_RECEIVED};
-
-use crate::{decode::KernelEvent, verdict::Verdict};
 
 /// Longer than the kernel's own SYN give-up time (about 2 minutes with `tcp_syn_retries=6`).
 pub const OPEN_FLOW_TTL: Duration = Duration::from_mins(5);
@@ -48,9 +49,9 @@ pub struct FlowTable {
 
 impl FlowTable {
     /// Applies one kernel event and returns the flow update to report.
-    pub fn apply(&mut self, event: KernelEvent) -> Flow {
+    pub fn apply(&mut self, event: TcpEvent) -> Flow {
         match event {
-            KernelEvent::SynRetransmit { at_ns, attempt } => {
+            TcpEvent::SynRetransmit { at_ns, attempt } => {
                 self.open.insert((attempt.sock, attempt.start_ns), at_ns);
                 Flow {
                     attempt,
@@ -60,7 +61,7 @@ impl FlowTable {
                     at_ns,
                 }
             }
-            KernelEvent::ConnectEnd {
+            TcpEvent::ConnectEnd {
                 at_ns,
                 error,
                 attempt,
@@ -74,9 +75,9 @@ impl FlowTable {
                     error
                 };
                 let verdict = Verdict::of_end(
-                    attempt.flags & FLAG_ANSWERED != 0,
+                    attempt.flags.answered(),
                     error,
-                    attempt.flags & FLAG_RST_RECEIVED != 0,
+                    attempt.flags.rst_received(),
                     attempt.syn_count,
                 );
                 Flow {
@@ -107,22 +108,36 @@ impl FlowTable {
 
 #[cfg(test)]
 mod tests {
+    use tracer_common::FLAG_RST_RECEIVED;
+
     use super::*;
-    use crate::verdict::RefusedBy;
+    use crate::{stages::decode::AttemptFlags, verdict::RefusedBy};
 
     fn attempt(sock: u64, syns: u16) -> Attempt {
+        let addr = |s: &str| s.parse().expect("test address");
         Attempt {
             sock,
             start_ns: 1_000,
+            closed_ns: 0,
+            netns_inode: 0,
+            cgroup_id: 0,
+            cookie: 0,
+            pid: 0,
+            tid: 0,
+            comm: String::new(),
+            src: addr("10.0.0.1:40000"),
+            dst: addr("10.0.0.2:80"),
+            dialed: None,
             syn_count: syns,
-            ..Attempt::default()
+            soft_error: 0,
+            flags: AttemptFlags::default(),
         }
     }
 
     #[test]
     fn retransmit_opens_a_live_unanswered_flow_and_the_end_closes_it() {
         let mut table = FlowTable::default();
-        let live = table.apply(KernelEvent::SynRetransmit {
+        let live = table.apply(TcpEvent::SynRetransmit {
             at_ns: 2_000,
             attempt: attempt(7, 2),
         });
@@ -130,7 +145,7 @@ mod tests {
         assert_eq!(table.open_count(), 1);
         let mut a = attempt(7, 3);
         a.closed_ns = 3_000_001_000;
-        let end = table.apply(KernelEvent::ConnectEnd {
+        let end = table.apply(TcpEvent::ConnectEnd {
             at_ns: 3_000_001_000,
             error: 0,
             attempt: a,
@@ -144,8 +159,8 @@ mod tests {
     fn rst_flag_makes_refused_by_rst() {
         let mut table = FlowTable::default();
         let mut a = attempt(1, 1);
-        a.flags = FLAG_RST_RECEIVED;
-        let end = table.apply(KernelEvent::ConnectEnd {
+        a.flags = AttemptFlags::new(FLAG_RST_RECEIVED);
+        let end = table.apply(TcpEvent::ConnectEnd {
             at_ns: 5,
             error: libc::ECONNREFUSED,
             attempt: a,
@@ -158,7 +173,7 @@ mod tests {
         let mut table = FlowTable::default();
         let mut a = attempt(1, 1);
         a.soft_error = libc::ECONNREFUSED;
-        let end = table.apply(KernelEvent::ConnectEnd {
+        let end = table.apply(TcpEvent::ConnectEnd {
             at_ns: 5,
             error: 0,
             attempt: a,
@@ -175,7 +190,7 @@ mod tests {
     #[test]
     fn open_flows_without_an_end_expire_and_are_counted() {
         let mut table = FlowTable::default();
-        table.apply(KernelEvent::SynRetransmit {
+        table.apply(TcpEvent::SynRetransmit {
             at_ns: 0,
             attempt: attempt(1, 2),
         });

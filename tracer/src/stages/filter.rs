@@ -1,4 +1,5 @@
-//! Userspace filters on destination CIDR and port (the namespace filter runs in the kernel).
+//! Stage 4: the filters on destination CIDR and port (`--dst`, `--port`), before anything is
+//! named (the namespace filter runs in the kernel).
 use std::{
     net::{IpAddr, SocketAddr},
     str::FromStr,

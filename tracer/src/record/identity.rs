@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::verdict::ClusterVerdictKind;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Identity {
     /// The connecting pod (from the cgroup of the process, else from the source address).
@@ -59,9 +61,9 @@ pub struct Identity {
     pub backend_ready: Option<bool>,
 
     /// A cluster-state verdict: `backend is no live pod`, `endpoint does not listen`,
-    /// `DNS server is no live pod`.
+    /// `peer node is gone`, ...
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_verdict: Option<String>,
+    pub cluster_verdict: Option<ClusterVerdictKind>,
     /// Its one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_explanation: Option<String>,

@@ -1,17 +1,12 @@
-//! Stage 4: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names,
+//! Stage 5: a flow plus what userspace knows about its surroundings (wall-clock time, namespace names,
 //! the Service and backend from conntrack) -> the record users read. Pod, Service and node names
 //! come from `identity/`. DNS findings are named in `dns.rs`, the same way.
 mod dns;
 pub mod replies;
 
-use std::{
-    borrow::Cow,
-    net::{IpAddr, SocketAddr},
-    time::Instant,
-};
+use std::{borrow::Cow, net::SocketAddr, time::Instant};
 
 use hashbrown::HashMap;
-use tracer_common::{FLAG_DIALED_BY_SOCKET_LB, FLAG_DIALED_KNOWN, HealthyKey, HealthyStats};
 
 use crate::{
     conntrack::{
@@ -26,11 +21,10 @@ use crate::{
     addr_text::AddrText,
     cilium::CiliumMaps,
     clock::{KernelClock, Timestamp},
-    decode::{comm_to_string, ip_from_kernel},
-    flows::Flow,
     identity::Identities,
     netns::NetnsNames,
     record::{ConnectRecord, HealthyRecord},
+    stages::{decode::HealthyConnects, flows::Flow},
     verdict::{Errno, RefusedBy, Verdict, VerdictKind},
 };
 
@@ -64,22 +58,6 @@ pub struct ServiceBackend {
 
 const IPPROTO_TCP: u8 = 6;
 
-/// Socket destination, and the dialled one when known and different.
-pub fn destinations(flow: &Flow) -> (SocketAddr, Option<SocketAddr>) {
-    let a = &flow.attempt;
-    let unspecified = IpAddr::from([0u8; 4]);
-    let dst = SocketAddr::new(
-        ip_from_kernel(a.family, a.daddr).unwrap_or(unspecified),
-        a.dport,
-    );
-    let dialed = (a.flags & FLAG_DIALED_KNOWN != 0)
-        .then(|| ip_from_kernel(a.family, a.dialed_addr))
-        .flatten()
-        .map(|ip| SocketAddr::new(ip, a.dialed_port))
-        .filter(|d| *d != dst);
-    (dst, dialed)
-}
-
 impl Enricher {
     /// Socket-level LB: the app dialled the Service, the socket holds the backend; when our hook
     /// ran after the rewrite, Cilium's reverse socket NAT map says what was dialled (read by the
@@ -90,10 +68,10 @@ impl Enricher {
     /// left is what makes `auto` follow destroy events. With no entry at all, the node's Service
     /// rules, when they send the destination to one backend only.
     pub fn service_backend(&mut self, flow: &Flow) -> Option<ServiceBackend> {
-        let (dst, dialed) = destinations(flow);
-        if let Some(service) = dialed {
+        let dst = flow.attempt.dst;
+        if let Some(service) = flow.attempt.dialed {
             if flow.is_final
-                && flow.attempt.flags & FLAG_DIALED_BY_SOCKET_LB != 0
+                && flow.attempt.flags.dialed_by_socket_lb()
                 && let Some(cilium) = &mut self.cilium
             {
                 cilium.named_at_connect(service, dst, IPPROTO_TCP);
@@ -126,11 +104,10 @@ impl Enricher {
 
     /// kube-proxy's DNAT as the node's conntrack holds it, or as a destroy event said.
     fn conntrack_backend(&mut self, flow: &Flow, dst: SocketAddr) -> Option<ServiceBackend> {
-        let a = &flow.attempt;
-        if a.sport == 0 {
+        let src = flow.attempt.src;
+        if src.port() == 0 {
             return None;
         }
-        let src = SocketAddr::new(ip_from_kernel(a.family, a.saddr)?, a.sport);
         let original = Direction { src, dst };
         let live = self
             .conntrack
@@ -158,7 +135,7 @@ impl Enricher {
 
     /// Forgets the owners of sockets whose end never came (as the flow table forgets attempts).
     pub fn expire(&mut self, now_ns: u64) {
-        let ttl = u64::try_from(crate::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
+        let ttl = u64::try_from(crate::stages::flows::OPEN_FLOW_TTL.as_nanos()).unwrap_or(u64::MAX);
         self.reply_owners
             .retain(|_, (_, at_ns)| now_ns.saturating_sub(*at_ns) < ttl);
         if let Some(cilium) = &mut self.cilium {
@@ -173,18 +150,14 @@ impl Enricher {
 
     pub fn connect_record(&mut self, flow: &Flow, via: Option<ServiceBackend>) -> ConnectRecord {
         let a = &flow.attempt;
-        let (dst, dialed) = destinations(flow);
+        let dst = a.dst;
         // A socket LB's Service (named from Cilium's maps when our hook came too late) is what
         // the application dialled; a conntrack DNAT's Service is the socket's own destination.
-        let dialed = dialed.or_else(|| {
+        let dialed = a.dialed.or_else(|| {
             via.filter(|v| v.backend == dst && v.service != dst)
                 .map(|v| v.service)
         });
-        let unspecified = IpAddr::from([0u8; 4]);
-        let src = SocketAddr::new(
-            ip_from_kernel(a.family, a.saddr).unwrap_or(unspecified),
-            a.sport,
-        );
+        let src = a.src;
         let waited = flow.syn_sent_for();
         let dst_text = AddrText::new(dst);
         let shown_dst = via.map_or(Cow::Borrowed(dst_text.as_str()), |v| {
@@ -208,7 +181,7 @@ impl Enricher {
             errno: (flow.error != 0).then_some(Errno(flow.error)),
             pid: a.pid,
             tid: a.tid,
-            comm: comm_to_string(&a.comm),
+            comm: a.comm.clone(),
             cgroup_id: a.cgroup_id,
             netns: self.netns.name(a.netns_inode),
             netns_inode: a.netns_inode,
@@ -228,34 +201,24 @@ impl Enricher {
 
 impl Enricher {
     /// Connects from one process to one destination answered on the first SYN, as the kernel
-    /// counted them since the last report. `None` for an address family we do not know.
+    /// counted them since the last report.
     #[expect(
         clippy::cast_precision_loss,
         reason = "a mean in milliseconds needs no 64-bit precision"
     )]
-    pub fn healthy_record(
-        &mut self,
-        key: &HealthyKey,
-        stats: &HealthyStats,
-        time: Timestamp,
-    ) -> Option<HealthyRecord> {
-        let endpoint = key.dst;
-        let dst = SocketAddr::new(
-            ip_from_kernel(endpoint.family, endpoint.addr)?,
-            endpoint.port,
-        );
-        Some(HealthyRecord {
+    pub fn healthy_record(&mut self, h: &HealthyConnects, time: Timestamp) -> HealthyRecord {
+        HealthyRecord {
             time,
             verdict: VerdictKind::Established,
-            dst,
-            pid: key.pid,
-            comm: comm_to_string(&stats.comm),
-            cgroup_id: stats.cgroup_id,
-            netns: self.netns.name(endpoint.netns_inode),
-            netns_inode: endpoint.netns_inode,
-            established: stats.established,
-            mean_syn_sent_ms: stats.syn_sent_ns_total as f64 / stats.established as f64 / 1e6,
-            identity: self.identities.healthy(stats.cgroup_id, dst),
-        })
+            dst: h.dst,
+            pid: h.pid,
+            comm: h.comm.clone(),
+            cgroup_id: h.cgroup_id,
+            netns: self.netns.name(h.netns_inode),
+            netns_inode: h.netns_inode,
+            established: h.established,
+            mean_syn_sent_ms: h.syn_sent_ns_total as f64 / h.established as f64 / 1e6,
+            identity: self.identities.healthy(h.cgroup_id, h.dst),
+        }
     }
 }

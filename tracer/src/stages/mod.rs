@@ -1,30 +1,48 @@
-//! The path of every record through the userspace stages, shared by live tracing (`live.rs`) and
-//! the throughput benchmark (`bench_pipeline.rs`), so the benchmark measures the live code:
-//! bytes -> `decode` -> `flows` (TCP) or `dns` -> `enrich` (names, Service and backend) ->
-//! destination `filter` -> record -> `sink`. What the kernel counts rather than sends (healthy
-//! connects and DNS replies) and what conntrack dumps find take the same enrich, filter and sink.
-use std::{io, net::SocketAddr, time::Instant};
+//! The userspace stages of the pipeline (2 to 5; 1 is `kernel/`, 6 `sink/`), and the path of one
+//! record through them, shared by live tracing (`live.rs`) and the throughput benchmark
+//! (`bench/pipeline.rs`), so the benchmark measures the live code:
+//!
+//! 2. `decode/`: ring-buffer bytes -> one typed event (`KernelEvent`).
+//! 3. `flows.rs` (TCP connects) or `dns/` (UDP DNS): events -> flows and findings, each with its
+//!    verdict; a server's lost replies need no state here.
+//! 4. `filter.rs`: the destination filters, before anything is named.
+//! 5. `enrich/`: names, wall time, Service and backend -> the record; a record waiting for a pod
+//!    lookup waits in `held.rs`. `route_check.rs` asks the kernel's routes what a hook could not
+//!    see (the errno of a connect that sent no SYN, a query's source address);
+//!    `service_view.rs` keeps each Service's verdicts over a window.
+//!
+//! Then the record goes to a `Sink`. What the kernel counts rather than sends (healthy connects
+//! and DNS replies) and what conntrack dumps find take the same filter, enrich and sink.
+pub mod decode;
+pub mod dns;
+pub mod enrich;
+pub mod filter;
+pub mod flows;
+pub mod held;
+pub mod route_check;
+pub mod service_view;
 
-use tracer_common::{
-    DnsEvent, EVENT_REPLY_END, EVENT_REPLY_RETRANSMIT, FLAG_NO_SYN, HealthyKey, HealthyStats,
-    ReplyEvent, ReplyLoss,
+use std::{io, time::Instant};
+
+use tracer_common::{HealthyKey, HealthyStats, ReplyLoss};
+
+use self::{
+    decode::{KernelEvent, Query, ReplyLost, TcpEvent, decode},
+    dns::{DnsTracker, Expired, Finding, HealthyTotals},
+    enrich::Enricher,
+    filter::DestinationFilter,
+    flows::FlowTable,
+    held::{HeldRecords, Pending},
+    route_check::RouteCheck,
+    service_view::ServiceView,
 };
-
 use crate::{
     clock::{KernelClock, Timestamp},
     conntrack::{dumper::Answered, netlink::Conntrack, subscription::DestroySubscription},
     datapath::{Snapshot, audit::Audit, backends::RuleBackends},
-    decode::{KernelEvent, decode, ip_from_kernel, read_record},
-    dns::{self, DnsTracker, Expired, Finding, HealthyTotals, is_dns_record},
-    enrich::{self, Enricher, destinations},
-    filter::DestinationFilter,
-    flows::FlowTable,
-    held::{HeldRecords, Pending},
     identity::Identities,
     netns::NetnsNames,
     record::{Record, StaleNatRecord},
-    route_check::RouteCheck,
-    service_view::ServiceView,
     sink::Sink,
 };
 
@@ -93,44 +111,38 @@ impl Stages {
     /// One ring-buffer record: at most one record written to `sink`.
     pub fn process(&mut self, bytes: &[u8], sink: &mut dyn Sink) -> io::Result<()> {
         self.events += 1;
-        if is_reply_record(bytes) {
-            let Ok(ev) = read_record::<ReplyEvent>(bytes) else {
-                self.decode_errors += 1;
-                return Ok(());
-            };
-            return self.reply(&ev, sink);
-        }
-        if is_dns_record(bytes) {
-            let Ok(ev) = read_record::<DnsEvent>(bytes) else {
-                self.decode_errors += 1;
-                return Ok(());
-            };
-            let mut query = dns::queries::Query {
-                key: ev.key,
-                pending: ev.query,
-            };
-            fill_client_address(&mut self.route_check, &mut query);
-            let via = self.enricher.dns_service_server(&query);
-            let finding = self.dns.reply(&ev, via);
-            return self.write_dns(finding, sink);
-        }
-        let Ok(mut event) = decode(bytes) else {
+        let Ok(event) = decode(bytes) else {
             self.decode_errors += 1;
             return Ok(());
         };
-        if let KernelEvent::ConnectEnd { error, attempt, .. } = &mut event
+        match event {
+            KernelEvent::Tcp(event) => self.connect(event, sink),
+            KernelEvent::DnsReply(mut reply) => {
+                fill_client_address(&mut self.route_check, &mut reply.query);
+                let via = self.enricher.dns_service_server(&reply.query);
+                let finding = self.dns.reply(reply, via);
+                self.write_dns(finding, sink)
+            }
+            KernelEvent::ReplyLost(lost) => self.reply(&lost, sink),
+        }
+    }
+
+    /// A TCP connect attempt: its flow, filtered on its destinations, named.
+    fn connect(&mut self, mut event: TcpEvent, sink: &mut dyn Sink) -> io::Result<()> {
+        if let TcpEvent::ConnectEnd { error, attempt, .. } = &mut event
             && *error == 0
-            && attempt.flags & FLAG_NO_SYN != 0
-            && let Some(ip) = ip_from_kernel(attempt.family, attempt.daddr)
+            && attempt.flags.no_syn()
         {
-            let dst = SocketAddr::new(ip, attempt.dport);
-            *error = self
-                .route_check
-                .errno(attempt.netns_inode, attempt.pid, attempt.tid, dst);
+            *error =
+                self.route_check
+                    .errno(attempt.netns_inode, attempt.pid, attempt.tid, attempt.dst);
         }
         let flow = self.flows.apply(event);
-        let (dst, dialed) = destinations(&flow);
-        if !self.filter.matches(&[dst, dialed.unwrap_or(dst)]) {
+        let dst = flow.attempt.dst;
+        if !self
+            .filter
+            .matches(&[dst, flow.attempt.dialed.unwrap_or(dst)])
+        {
             return Ok(());
         }
         let via = self.enricher.service_backend(&flow);
@@ -164,15 +176,11 @@ impl Stages {
     }
 
     /// A socket (or handshake) whose replies are not acknowledged: live, or its end.
-    fn reply(&mut self, ev: &ReplyEvent, sink: &mut dyn Sink) -> io::Result<()> {
-        let Some((local, peer)) = enrich::replies::ends(ev) else {
-            self.decode_errors += 1;
-            return Ok(());
-        };
-        if !self.filter.matches(&[peer, local]) {
+    fn reply(&mut self, lost: &ReplyLost, sink: &mut dyn Sink) -> io::Result<()> {
+        if !self.filter.matches(&[lost.peer, lost.local]) {
             return Ok(());
         }
-        let record = self.enricher.reply_lost_record(ev, local, peer);
+        let record = self.enricher.reply_lost_record(lost);
         sink.write(&Record::ReplyLost(record))
     }
 
@@ -184,13 +192,11 @@ impl Stages {
         sink: &mut dyn Sink,
     ) -> io::Result<()> {
         for loss in given_up {
-            let ev = ReplyEvent {
-                kind: EVENT_REPLY_END,
-                _pad: 0,
-                event_ns: now_ns,
-                loss,
+            let Ok(lost) = decode::reply_lost(&loss, now_ns, true) else {
+                self.decode_errors += 1;
+                continue;
             };
-            self.reply(&ev, sink)?;
+            self.reply(&lost, sink)?;
         }
         Ok(())
     }
@@ -226,9 +232,8 @@ impl Stages {
                 at_ns,
                 via,
             } => {
-                let server = query.server();
-                let mut dests = vec![server];
-                dests.extend(query.dialed());
+                let mut dests = vec![query.server];
+                dests.extend(query.dialed);
                 dests.extend(via.map(|(_, backend)| backend));
                 if !self.filter.matches(&dests) {
                     return Ok(());
@@ -273,16 +278,18 @@ impl Stages {
     ) -> io::Result<()> {
         let time = Timestamp(std::time::SystemTime::now());
         for h in self.dns.take_healthy() {
-            if let Some(record) = self.enricher.dns_healthy_record(&h, time)
-                && self.filter.matches(&[record.server])
-            {
+            if self.filter.matches(&[h.server.addr]) {
+                let record = self.enricher.dns_healthy_record(&h, time);
                 sink.write(&Record::DnsHealthy(record))?;
             }
         }
-        for (key, stats) in healthy {
-            if let Some(record) = self.enricher.healthy_record(&key, &stats, time)
-                && self.filter.matches(&[record.dst])
-            {
+        // A destination of an address family we do not know cannot be named: left out.
+        for h in healthy
+            .into_iter()
+            .filter_map(|(key, stats)| decode::healthy_connects(&key, &stats).ok())
+        {
+            if self.filter.matches(&[h.dst]) {
+                let record = self.enricher.healthy_record(&h, time);
                 sink.write(&Record::Healthy(record))?;
             }
         }
@@ -301,16 +308,6 @@ impl Stages {
         }
         Ok(())
     }
-}
-
-/// Whether a ring-buffer record is about a socket whose replies were lost (its first `u32` is the
-/// kind).
-fn is_reply_record(bytes: &[u8]) -> bool {
-    bytes
-        .get(..4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map(u32::from_ne_bytes)
-        .is_some_and(|kind| kind == EVENT_REPLY_RETRANSMIT || kind == EVENT_REPLY_END)
 }
 
 impl Stages {
@@ -346,19 +343,13 @@ pub struct ConntrackDump {
 /// A query from an unbound, unconnected socket seen by a hook that knows only the socket (the
 /// `sock_send_length` tracepoint) has no client address: the one the kernel's route lookup picks
 /// for the server in the sender's namespace is what it left from.
-fn fill_client_address(route_check: &mut RouteCheck, query: &mut dns::queries::Query) {
-    if !query.client().ip().is_unspecified() {
+fn fill_client_address(route_check: &mut RouteCheck, query: &mut Query) {
+    if !query.client.ip().is_unspecified() {
         return;
     }
-    let p = &query.pending;
-    if let Some(source) = route_check.source(query.key.netns_inode, p.pid, p.tid, query.server()) {
-        query.pending.client_addr = match source {
-            std::net::IpAddr::V4(v4) => {
-                let mut a = [0u8; 16];
-                a[..4].copy_from_slice(&v4.octets());
-                a
-            }
-            std::net::IpAddr::V6(v6) => v6.octets(),
-        };
+    if let Some(source) =
+        route_check.source(query.key.netns_inode, query.pid, query.tid, query.server)
+    {
+        query.client.set_ip(source);
     }
 }

@@ -9,14 +9,16 @@ use std::{
 };
 
 use crate::{
-    dns::{
-        ServiceServer,
-        queries::{Outcome, Query},
-    },
-    enrich::{Enricher, ServiceBackend},
-    flows::Flow,
     identity::pod_lookup::LookupKey,
     record::Record,
+    stages::{
+        dns::{
+            ServiceServer,
+            queries::{Outcome, Query},
+        },
+        enrich::{Enricher, ServiceBackend},
+        flows::Flow,
+    },
 };
 
 /// The longest a record waits for its lookups (the API server answers from its cache in

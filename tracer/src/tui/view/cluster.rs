@@ -15,10 +15,10 @@ use ratatui::{
     },
 };
 
-use super::{
+use super::short_duration;
+use crate::tui::{
     cluster_state::{ClusterPane, ClusterRow},
     state::State,
-    view::short_duration,
 };
 
 /// A row that has not grown for this long is shown faded: it is in the window, no longer now.
@@ -30,7 +30,7 @@ fn window_label(d: Duration) -> String {
 }
 
 /// The header's line about Prometheus: fresh, slow, or unreachable; never more than one line.
-pub struct StatusLine<'a>(pub &'a ClusterPane);
+pub(super) struct StatusLine<'a>(pub(super) &'a ClusterPane);
 
 impl Widget for StatusLine<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -82,7 +82,7 @@ impl Widget for StatusLine<'_> {
 }
 
 /// The body of the Cluster view: the table, with the detail below it when open.
-pub fn render(state: &State, pane: &ClusterPane, area: Rect, buf: &mut Buffer) {
+pub(super) fn render(state: &State, pane: &ClusterPane, area: Rect, buf: &mut Buffer) {
     let rows = pane.visible_rows(&state.filter);
     if pane.detail && !rows.is_empty() {
         let height = u16::try_from(rows.len())

@@ -1,18 +1,18 @@
 //! DNS findings (`dns/`) -> records: wall time, namespace name, the Service a query meant (from the
 //! connected address or the node's conntrack), the question, and the cluster-state verdict.
-use std::{net::SocketAddr, time::SystemTime};
+use std::time::SystemTime;
 
 use super::Enricher;
 use crate::{
     clock::Timestamp,
     conntrack::netlink::Direction,
-    dns::{
+    record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
+    stages::dns::{
         Healthy, ServiceServer,
         queries::{self, Outcome, Query, rcode_name},
         question::qtype_name,
         stuck::Stuck,
     },
-    record::{DnsHealthyRecord, DnsRecord, DnsStuckSocketRecord},
 };
 
 const IPPROTO_UDP: u8 = 17;
@@ -23,31 +23,31 @@ impl Enricher {
     /// the kernel hook read its map), else Cilium's reverse socket NAT map read here, else the node's
     /// conntrack entry of the query (kube-proxy DNAT after the packet left the sender's namespace).
     pub fn dns_service_server(&mut self, query: &Query) -> Option<ServiceServer> {
-        if let Some(dialed) = query.dialed() {
-            if query.pending.dialed_by_socket_lb != 0
+        if let Some(dialed) = query.dialed {
+            if query.dialed_by_socket_lb
                 && let Some(cilium) = &mut self.cilium
             {
-                cilium.named_at_connect(dialed, query.server(), IPPROTO_UDP);
+                cilium.named_at_connect(dialed, query.server, IPPROTO_UDP);
             }
-            return Some((dialed, query.server()));
+            return Some((dialed, query.server));
         }
-        let server = query.server();
+        let server = query.server;
         // Cilium keys its map by the socket's cookie, which it asked for; on the hook tiers that
         // know a socket by its address the query carries the cookie beside that id.
-        let cookie = query.pending.cookie;
+        let cookie = query.cookie;
         if let Some(service) = (cookie != 0)
             .then_some(())
             .and(self.cilium.as_mut())
-            .and_then(|c| c.service_of(cookie, server, IPPROTO_UDP, query.pending.sent_ns))
+            .and_then(|c| c.service_of(cookie, server, IPPROTO_UDP, query.sent_ns))
         {
             return Some((service, server));
         }
         let original = Direction {
-            src: query.client(),
-            dst: query.server(),
+            src: query.client,
+            dst: query.server,
         };
         let entry = self.conntrack.as_mut()?.get_udp(original).ok()??;
-        entry.backend().map(|backend| (query.server(), backend))
+        entry.backend().map(|backend| (query.server, backend))
     }
 
     /// The record of one query that needs attention; `malformed` is told whether its question
@@ -61,7 +61,7 @@ impl Enricher {
     ) -> DnsRecord {
         // Where the query went: the backend when a load balancer (a DNAT, a socket LB) chose one,
         // whether the hook saw the datagram before or after it (the hook tiers differ there).
-        let server = via.map_or_else(|| query.server(), |(_, backend)| backend);
+        let server = via.map_or_else(|| query.server, |(_, backend)| backend);
         let question = query.question().ok();
         let what = question.as_ref().map_or_else(
             || format!("query {}", query.key.id),
@@ -98,17 +98,17 @@ impl Enricher {
             id: query.key.id,
             server,
             // A socket LB's Service is what the application dialled (see `connect_record`).
-            dialed: query.dialed().or_else(|| {
+            dialed: query.dialed.or_else(|| {
                 via.filter(|&(service, backend)| service != backend)
                     .map(|(service, _)| service)
             }),
             service: via.map(|(s, _)| s),
             backend: via.map(|(_, b)| b),
-            client: query.client(),
-            pid: query.pending.pid,
-            tid: query.pending.tid,
-            comm: query.comm(),
-            cgroup_id: query.pending.cgroup_id,
+            client: query.client,
+            pid: query.pid,
+            tid: query.tid,
+            comm: query.comm.clone(),
+            cgroup_id: query.cgroup_id,
             netns: self.netns.name(query.key.netns_inode),
             netns_inode: query.key.netns_inode,
             socket_cookie: query.key.socket_cookie,
@@ -116,7 +116,7 @@ impl Enricher {
             latency_ms,
             waited_ms,
             explanation: queries::explanation(&outcome, &what, &shown, server.port()),
-            cluster_verdict: cluster.as_ref().map(|c| c.name.to_string()),
+            cluster_verdict: cluster.as_ref().map(|c| c.kind),
             cluster_explanation: cluster.map(|c| c.explanation),
         }
     }
@@ -147,20 +147,18 @@ impl Enricher {
         }
     }
 
-    /// `None` for a server address the kernel wrote in a family we do not know.
     #[expect(
         clippy::cast_precision_loss,
         reason = "a mean in milliseconds needs no 64-bit precision"
     )]
-    pub fn dns_healthy_record(&mut self, h: &Healthy, time: Timestamp) -> Option<DnsHealthyRecord> {
-        let ip = crate::decode::ip_from_kernel(h.server.family, h.server.addr)?;
-        Some(DnsHealthyRecord {
+    pub fn dns_healthy_record(&mut self, h: &Healthy, time: Timestamp) -> DnsHealthyRecord {
+        DnsHealthyRecord {
             time,
-            server: SocketAddr::new(ip, h.server.port),
+            server: h.server.addr,
             netns: self.netns.name(h.server.netns_inode),
             netns_inode: h.server.netns_inode,
             answered: h.answered,
             mean_latency_ms: h.latency_ns as f64 / h.answered.max(1) as f64 / 1e6,
-        })
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
+//! Stage 3 for UDP DNS: queries paired with replies in the kernel (`tracer-ebpf/src/cgroup_skb_dns.rs`); here
 //! what needs attention becomes records.
 //!
 //! - `question.rs`: the query's first question, read from the bytes the kernel copied after the
@@ -11,8 +11,8 @@
 //! `--dns-timeout` are taken out of `PENDING_DNS` (`kernel/dns.rs`) and become `unanswered`, or
 //! `refused` when their socket was told `ECONNREFUSED`; the per-server healthy counts are read to
 //! know which servers answer others, and reported on the stats interval. What this module finds
-//! (`Finding`) carries no names: `enrich.rs` names it and `pipeline.rs` filters and writes it, as
-//! for TCP.
+//! (`Finding`) carries no names: `stages/mod.rs` filters it, `enrich/dns.rs` names it and a sink
+//! writes it, as for TCP.
 pub mod queries;
 pub mod question;
 pub mod stuck;
@@ -20,28 +20,22 @@ pub mod stuck;
 use std::net::SocketAddr;
 
 use hashbrown::HashMap;
-use tracer_common::{DnsEvent, EVENT_DNS_REPLY, Endpoint};
 
 use self::{
     queries::{Outcome, Query},
     stuck::{Lost, Stuck, StuckDetector},
 };
-use crate::{decode::ip_from_kernel, record::DnsStats};
+use crate::{
+    record::DnsStats,
+    stages::decode::{DnsReply, DnsServer},
+};
 
 /// How often pending queries are checked for their timeout.
 pub const TICK: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Whether a ring-buffer record is a DNS one (its first `u32` is the kind).
-pub fn is_dns_record(bytes: &[u8]) -> bool {
-    bytes
-        .get(..4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .is_some_and(|b| u32::from_ne_bytes(b) == EVENT_DNS_REPLY)
-}
-
 /// A pending query taken out of the kernel's table: what became of it, and when its socket last
 /// got an answer (for the stuck-socket verdict).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired {
     pub query: Query,
     pub outcome: Outcome,
@@ -49,7 +43,7 @@ pub struct Expired {
 }
 
 /// Per server: fast NOERROR replies and their summed latency, since the start.
-pub type HealthyTotals = hashbrown::HashMap<Endpoint, (u64, u64)>;
+pub type HealthyTotals = hashbrown::HashMap<DnsServer, (u64, u64)>;
 
 /// The Service a query meant and the server it was sent to, when load balancing was seen.
 pub type ServiceServer = (SocketAddr, SocketAddr);
@@ -71,7 +65,7 @@ pub enum Finding {
 /// Fast NOERROR replies from one server since the last report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Healthy {
-    pub server: Endpoint,
+    pub server: DnsServer,
     pub answered: u64,
     pub latency_ns: u64,
 }
@@ -81,9 +75,9 @@ pub struct DnsTracker {
     stuck: StuckDetector,
     pub stats: DnsStats,
     /// Healthy totals per server at the previous read, to compute what is new.
-    healthy_previous: HashMap<Endpoint, (u64, u64)>,
+    healthy_previous: HashMap<DnsServer, (u64, u64)>,
     /// New healthy replies not yet reported: count, summed latency.
-    healthy_unreported: HashMap<Endpoint, (u64, u64)>,
+    healthy_unreported: HashMap<DnsServer, (u64, u64)>,
 }
 
 impl DnsTracker {
@@ -98,25 +92,17 @@ impl DnsTracker {
     }
 
     /// A slow or error reply from the ring buffer; `via` is what the query's naming found.
-    pub fn reply(&mut self, ev: &DnsEvent, via: Option<ServiceServer>) -> Finding {
-        let from = SocketAddr::new(
-            ip_from_kernel(ev.query.family, ev.reply_addr)
-                .unwrap_or(std::net::IpAddr::from([0u8; 4])),
-            ev.reply_port,
-        );
-        self.stuck.answered(from, ev.reply_ns, 1);
+    pub fn reply(&mut self, reply: DnsReply, via: Option<ServiceServer>) -> Finding {
+        self.stuck.answered(reply.from, reply.reply_ns, 1);
         self.stats.slow_or_error += 1;
         Finding::Query {
-            query: Query {
-                key: ev.key,
-                pending: ev.query,
-            },
             outcome: Outcome::Reply {
-                rcode: ev.rcode,
-                latency_ns: ev.reply_ns.saturating_sub(ev.query.sent_ns),
-                from,
+                rcode: reply.rcode,
+                latency_ns: reply.reply_ns.saturating_sub(reply.query.sent_ns),
+                from: reply.from,
             },
-            at_ns: ev.reply_ns,
+            query: reply.query,
+            at_ns: reply.reply_ns,
             via,
         }
     }
@@ -176,11 +162,7 @@ impl DnsTracker {
             if new.0 == 0 {
                 continue;
             }
-            let Some(ip) = ip_from_kernel(server.family, server.addr) else {
-                continue;
-            };
-            self.stuck
-                .answered(SocketAddr::new(ip, server.port), now_ns, new.0);
+            self.stuck.answered(server.addr, now_ns, new.0);
             let unreported = self.healthy_unreported.entry(server).or_default();
             unreported.0 += new.0;
             unreported.1 += new.1;
@@ -201,35 +183,15 @@ impl DnsTracker {
 }
 
 fn lost(query: &Query, via: Option<ServiceServer>) -> Lost {
-    let (service, server) = via.unwrap_or((query.server(), query.server()));
+    let (service, server) = via.unwrap_or((query.server, query.server));
     Lost {
         socket_cookie: query.key.socket_cookie,
         netns_inode: query.key.netns_inode,
-        pid: query.pending.pid,
-        comm: query.comm(),
-        client: query.client(),
+        pid: query.pid,
+        comm: query.comm.clone(),
+        client: query.client,
         server,
         service,
-        sent_ns: query.pending.sent_ns,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dns_records_are_told_apart_by_their_kind() {
-        let ev = DnsEvent {
-            kind: EVENT_DNS_REPLY,
-            ..DnsEvent::default()
-        };
-        // SAFETY: DnsEvent is Pod.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(std::ptr::from_ref(&ev).cast::<u8>(), size_of::<DnsEvent>())
-        };
-        assert!(is_dns_record(bytes));
-        assert!(!is_dns_record(&[1, 0, 0, 0]));
-        assert!(!is_dns_record(&[3, 0]));
+        sent_ns: query.sent_ns,
     }
 }
