@@ -26,6 +26,7 @@ use super::{
     api_failure::Failure,
     backoff::Backoff,
     cluster::{Item, ModelError},
+    list_page::list_page,
     watch::{
         KINDS, Say, Shared, Stored, Version, count_request, forget_said, mark_current, mark_failed,
         store_delete, store_list, store_upsert, stored_at,
@@ -103,7 +104,8 @@ where
     }
 }
 
-/// Every page of a list, into the store; the list's `resourceVersion`.
+/// Every page of a list, into the store; the list's `resourceVersion`. Each page's objects are
+/// taken as they are parsed (`list_page.rs`), never a whole page of decoded objects at once.
 async fn list_all<K>(api: &Api<K>, f: &Follow<'_>, shared: &Shared) -> Result<String, Failure>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
@@ -115,11 +117,7 @@ where
         count_request(shared, f.kind, true);
         let mut params = f.list.clone();
         params.continue_token = continue_token.take();
-        let list = api
-            .list(&params)
-            .await
-            .map_err(|e| Failure::from_kube(&e, f.url))?;
-        for obj in list.items {
+        let page = list_page(api, &params, |obj: K| {
             let key = key_of(&obj);
             let resource_version = Version::of(&obj.resource_version().unwrap_or_default());
             // Unchanged since the last list: the object already in the store, not a copy.
@@ -136,11 +134,13 @@ where
                     },
                 );
             }
-        }
-        continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
+        })
+        .await
+        .map_err(|e| Failure::from_kube(&e, f.url))?;
+        continue_token = page.continue_.filter(|c| !c.is_empty());
         if continue_token.is_none() {
             store_list(shared, f.kind, items);
-            return Ok(list.metadata.resource_version.unwrap_or_default());
+            return Ok(page.resource_version.unwrap_or_default());
         }
     }
 }
