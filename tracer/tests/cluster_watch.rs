@@ -547,3 +547,140 @@ fn an_api_answering_500_to_everything_is_backed_off() {
         "{lines:#?}"
     );
 }
+
+// ------------------------------------------------------------ a relist, paginated
+
+fn slice(name: &str, ip: &str, ready: bool) -> Value {
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": "app", "resourceVersion": "1",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": ready}, "nodeName": "node-b"}],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    })
+}
+
+/// `slice-N` at `10.245.(N / 250).(N % 250)`.
+fn numbered_slice(n: u32) -> Value {
+    slice(
+        &format!("slice-{n}"),
+        &format!("10.245.{}.{}", n / 250, n % 250),
+        true,
+    )
+}
+
+fn slice_named<'a>(
+    view: &'a LiveView,
+    name: &str,
+) -> Option<&'a Arc<tracer::identity::cluster::EndpointSlice>> {
+    view.state.endpoint_slices().iter().find(|s| s.name == name)
+}
+
+/// Issue 29: a relist applies its pages to the model in place. After changes no watch delivered
+/// (the API away, then compacted), the relist of 1,200 EndpointSlices in three pages leaves exactly
+/// what the API lists: slices deleted on the first and last page gone, a changed one changed, a new
+/// one there, the unchanged ones the very objects held before (not decoded again); a node deleted
+/// meanwhile is gone and, as no watch saw it go, not remembered as departed.
+#[test]
+fn a_paginated_relist_leaves_exactly_what_the_api_lists() {
+    const SLICES: u32 = 1_200;
+    let mut items: Vec<Value> = (0..SLICES).map(numbered_slice).collect();
+    items.push(node("node-b", "10.0.1.6", true, "1"));
+    items.push(node("node-c", "10.0.1.7", true, "1"));
+    let fx = ApiFixture::serve(&json!({ "items": items }));
+    let (live, _) = start(&fx);
+    let before = wait_for(&live, "the first lists", |v| {
+        !v.stale && v.state.endpoint_slices().len() == SLICES as usize
+    });
+
+    fx.set_fault(Fault::Refuse);
+    wait_for(&live, "stale names while the API is away", |v| v.stale);
+    let changed_ip = "10.245.9.9";
+    fx.change(Kind::EndpointSlice, numbered_slice(3), true);
+    fx.change(Kind::EndpointSlice, numbered_slice(1_150), true);
+    fx.change(
+        Kind::EndpointSlice,
+        slice("slice-700", changed_ip, false),
+        false,
+    );
+    fx.change(
+        Kind::EndpointSlice,
+        slice("slice-new", "10.245.8.8", true),
+        false,
+    );
+    fx.change(Kind::Node, node("node-c", "10.0.1.7", true, "1"), true);
+    fx.expire_watches();
+    let relisted_from = Instant::now();
+    fx.set_fault(Fault::None);
+
+    let after = wait_for(&live, "the relist", |v| {
+        !v.stale && slice_named(v, "slice-new").is_some()
+    });
+    let mut names: Vec<&str> = after
+        .state
+        .endpoint_slices()
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    names.sort_unstable();
+    let mut expected: Vec<String> = (0..SLICES)
+        .filter(|n| ![3, 1_150].contains(n))
+        .map(|n| format!("slice-{n}"))
+        .chain(["slice-new".to_string()])
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "the slices the API lists, no more");
+    let changed = slice_named(&after, "slice-700").expect("slice-700");
+    assert_eq!(
+        changed.endpoints[0].addresses.first(),
+        Some(&changed_ip.parse().expect("ip"))
+    );
+    assert!(!changed.endpoints[0].ready);
+    assert!(
+        after
+            .state
+            .endpoints_with_address("10.245.2.200".parse().expect("ip"), None)
+            .is_empty(),
+        "slice-700's old address is no endpoint any more"
+    );
+    for unchanged in ["slice-0", "slice-699", "slice-1199"] {
+        assert!(
+            Arc::ptr_eq(
+                slice_named(&before, unchanged).expect("before"),
+                slice_named(&after, unchanged).expect("after")
+            ),
+            "{unchanged}: the object already held, not a copy"
+        );
+    }
+    let nodes: Vec<&str> = after
+        .state
+        .nodes()
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(nodes, ["node-b"]);
+    assert!(
+        after
+            .state
+            .departed_node_by_ip("10.0.1.7".parse().expect("ip"))
+            .is_none(),
+        "a node gone in a relist is not one the watch saw deleted"
+    );
+
+    let slice_lists: Vec<String> = requests_of(&fx, Kind::EndpointSlice, relisted_from)
+        .into_iter()
+        .filter(|l| l.verb == Verb::List)
+        .map(|l| l.line)
+        .collect();
+    assert_eq!(
+        slice_lists,
+        [
+            "list limit=500",
+            "list limit=500 continue",
+            "list limit=500 continue"
+        ],
+        "one relist, in pages"
+    );
+    fx.stop();
+}

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use k8s_openapi::api::{core::v1 as k8s_core, discovery::v1 as k8s_discovery};
@@ -493,8 +493,11 @@ pub struct ClusterState {
     svc_by_key: Vec<u32>,
     node_by_ip: HashMap<IpAddr, usize>,
     /// Every endpoint address, sorted: (ip, slice index, endpoint index). A sorted array, not a
-    /// map of lists: a cluster has one entry per pod here, and this is a third of the size.
-    endpoints_by_ip: Vec<(IpAddr, u32, u32)>,
+    /// map of lists: a cluster has one entry per pod here, and this is a third of the size. IPv4
+    /// apart from IPv6: 12 bytes an entry instead of the 28 of an `IpAddr` one, and a snapshot is
+    /// built beside the one in use at every change of the cluster.
+    endpoints_v4: Vec<(Ipv4Addr, u32, u32)>,
+    endpoints_v6: Vec<(Ipv6Addr, u32, u32)>,
     /// Nodes the live watch saw deleted since the tracer started, newest last: their addresses
     /// may still be where some connection's state lived.
     departed_nodes: Vec<Arc<Node>>,
@@ -621,21 +624,28 @@ impl ClusterState {
                 self.node_by_ip.entry(*ip).or_insert(i);
             }
         }
-        let count = self
-            .slices
-            .iter()
-            .flat_map(|s| &s.endpoints)
-            .map(|e| e.addresses.len())
-            .sum();
-        self.endpoints_by_ip = Vec::with_capacity(count);
+        let addresses = || {
+            self.slices
+                .iter()
+                .flat_map(|s| &s.endpoints)
+                .flat_map(|e| &e.addresses)
+        };
+        let v4 = addresses().filter(|ip| ip.is_ipv4()).count();
+        let v6 = addresses().count() - v4;
+        self.endpoints_v4 = Vec::with_capacity(v4);
+        self.endpoints_v6 = Vec::with_capacity(v6);
         for (si, s) in self.slices.iter().enumerate() {
             for (ei, e) in s.endpoints.iter().enumerate() {
                 for ip in &e.addresses {
-                    self.endpoints_by_ip.push((*ip, si as u32, ei as u32));
+                    match *ip {
+                        IpAddr::V4(a) => self.endpoints_v4.push((a, si as u32, ei as u32)),
+                        IpAddr::V6(a) => self.endpoints_v6.push((a, si as u32, ei as u32)),
+                    }
                 }
             }
         }
-        self.endpoints_by_ip.sort_unstable();
+        self.endpoints_v4.sort_unstable();
+        self.endpoints_v6.sort_unstable();
     }
 
     /// All pods in the snapshot (including Succeeded/Failed).
@@ -727,12 +737,13 @@ impl ClusterState {
     /// With `port = None` there is one entry per endpoint; with a port, one
     /// per matching slice port.
     pub fn endpoints_with_address(&self, ip: IpAddr, port: Option<u16>) -> Vec<EndpointRef<'_>> {
-        let first = self.endpoints_by_ip.partition_point(|e| e.0 < ip);
-        let hits = self.endpoints_by_ip[first..]
-            .iter()
-            .take_while(|e| e.0 == ip);
+        let (v4, v6) = match ip {
+            IpAddr::V4(a) => (equal_range(&self.endpoints_v4, a), &[][..]),
+            IpAddr::V6(a) => (&[][..], equal_range(&self.endpoints_v6, a)),
+        };
+        let hits = v4.iter().map(|e| (e.1, e.2));
         let mut out = Vec::new();
-        for &(_, si, ei) in hits {
+        for (si, ei) in hits.chain(v6.iter().map(|e| (e.1, e.2))) {
             let slice = &*self.slices[si as usize];
             let endpoint = &slice.endpoints[ei as usize];
             let service_name = slice.service_name.as_deref();
@@ -931,6 +942,13 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The entries of a sorted endpoint index at `ip`.
+fn equal_range<A: Ord + Copy>(sorted: &[(A, u32, u32)], ip: A) -> &[(A, u32, u32)] {
+    let first = sorted.partition_point(|e| e.0 < ip);
+    let end = first + sorted[first..].partition_point(|e| e.0 == ip);
+    &sorted[first..end]
 }
 
 /// `10.244.1.0/24` style containment; false on unparsable CIDRs or family

@@ -6,8 +6,9 @@
 //!   systemd and cgroupfs drivers; v1 and v2).
 //! - `cluster.rs`: pods, Services, EndpointSlices, nodes, indexed by address and UID.
 //! - `source.rs`: where that state comes from (a kubectl JSON file, or `watch.rs`: list+watch of the
-//!   API, this node's pods only, one loop per kind in `reflector.rs`, backing off as `backoff.rs`
-//!   says, failures in `api_failure.rs`), and how fresh it is.
+//!   API, this node's pods only, one loop per kind in `reflector.rs`, list pages streamed into the
+//!   model by `list_page.rs`, backing off as `backoff.rs` says, failures in `api_failure.rs`), and
+//!   how fresh it is.
 //! - `pod_lookup.rs`: pods elsewhere, looked up on demand for failing records (rate-limited,
 //!   cached); `known.rs`: the snapshot plus those lookups, which the verdicts read.
 //! - `verdicts.rs`: the cluster-state verdicts (`backend is no live pod`, `endpoint does not
@@ -26,6 +27,7 @@ pub mod cgroup;
 pub mod cgroup_ids;
 pub mod cluster;
 pub mod known;
+mod list_page;
 pub mod node_address;
 pub mod pod_lookup;
 mod reflector;

@@ -12,7 +12,7 @@
 //! watch delivered events for [`RESET_AFTER`]. A kind is stale from its first failure until a
 //! watch has stayed open for [`HEALTHY_AFTER`]: an API that answers 200 and breaks at once never
 //! makes names look current.
-use std::{collections::HashMap, fmt::Debug, time::Duration};
+use std::{fmt::Debug, time::Duration};
 
 use futures_util::{Stream, StreamExt as _, pin_mut};
 use k8s_openapi::serde::de::DeserializeOwned;
@@ -26,9 +26,11 @@ use super::{
     api_failure::Failure,
     backoff::Backoff,
     cluster::{Item, ModelError},
+    list_page::list_page,
     watch::{
-        KINDS, Say, Shared, Stored, Version, count_request, forget_said, mark_current, mark_failed,
-        store_delete, store_list, store_upsert, stored_at,
+        KINDS, Say, Shared, Stored, Version, count_request, forget_said, list_finished,
+        list_started, list_unchanged, list_upsert, mark_current, mark_failed, store_delete,
+        store_upsert,
     },
 };
 
@@ -103,44 +105,37 @@ where
     }
 }
 
-/// Every page of a list, into the store; the list's `resourceVersion`.
+/// Every page of a list, into the store; the list's `resourceVersion`. The pages update the store
+/// in place, object by object as each is parsed: a relist never holds a second index of the kind,
+/// nor a whole page of decoded objects, beside the model.
 async fn list_all<K>(api: &Api<K>, f: &Follow<'_>, shared: &Shared) -> Result<String, Failure>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
     Item: TryFrom<K, Error = ModelError>,
 {
-    let mut items = HashMap::new();
+    list_started(shared, f.kind);
     let mut continue_token = None;
     loop {
         count_request(shared, f.kind, true);
         let mut params = f.list.clone();
         params.continue_token = continue_token.take();
-        let list = api
-            .list(&params)
-            .await
-            .map_err(|e| Failure::from_kube(&e, f.url))?;
-        for obj in list.items {
+        let page = list_page(api, &params, |obj: K| {
             let key = key_of(&obj);
             let resource_version = Version::of(&obj.resource_version().unwrap_or_default());
             // Unchanged since the last list: the object already in the store, not a copy.
-            let item = match stored_at(shared, f.kind, &key, resource_version) {
-                Some(item) => Some(item),
-                None => to_model(obj, f.kind, &key, f.say),
-            };
-            if let Some(item) = item {
-                items.insert(
-                    key.into_boxed_str(),
-                    Stored {
-                        resource_version,
-                        item,
-                    },
-                );
+            if list_unchanged(shared, f.kind, &key, resource_version) {
+                return;
             }
-        }
-        continue_token = list.metadata.continue_.filter(|c| !c.is_empty());
+            if let Some(item) = to_model(obj, f.kind, &key, f.say) {
+                list_upsert(shared, f.kind, key, resource_version, item);
+            }
+        })
+        .await
+        .map_err(|e| Failure::from_kube(&e, f.url))?;
+        continue_token = page.continue_.filter(|c| !c.is_empty());
         if continue_token.is_none() {
-            store_list(shared, f.kind, items);
-            return Ok(list.metadata.resource_version.unwrap_or_default());
+            list_finished(shared, f.kind);
+            return Ok(page.resource_version.unwrap_or_default());
         }
     }
 }
@@ -177,6 +172,7 @@ where
                             let stored = Stored {
                                 resource_version: stored_version,
                                 item,
+                                listed: false,
                             };
                             store_upsert(shared, f.kind, key, stored);
                         }

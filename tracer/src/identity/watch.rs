@@ -121,6 +121,9 @@ pub(super) struct Health {
 pub(super) struct Stored {
     pub(super) resource_version: Version,
     pub(super) item: Item,
+    /// In the list under way (a relist applies its pages to the store in place, then removes what
+    /// it did not see).
+    pub(super) listed: bool,
 }
 
 /// A `resourceVersion`, which the API says to compare only for equality: kept as a 64-bit hash
@@ -350,11 +353,10 @@ fn publish_if_dirty(shared: &Shared, say: &Say) -> Duration {
         return inner.last_build;
     }
     inner.dirty = false;
-    let items: Vec<Item> = inner
+    let items = inner
         .stores
         .iter()
-        .flat_map(|s| s.values().map(|stored| stored.item.clone()))
-        .collect();
+        .flat_map(|s| s.values().map(|stored| stored.item.clone()));
     let state = ClusterState::from_items(items).with_departed_nodes(inner.departed.clone());
     let old = std::mem::replace(&mut inner.state, Arc::new(state));
     let mut listed = false;
@@ -388,22 +390,60 @@ fn release_free_memory() {
     }
 }
 
-/// The stored object of `kind` at `key` when it is at `resource_version`.
-pub(super) fn stored_at(
+/// A list of `kind` begins: nothing in the store is seen yet.
+pub(super) fn list_started(shared: &Shared, kind: usize) {
+    for stored in lock(shared).stores[kind].values_mut() {
+        stored.listed = false;
+    }
+}
+
+/// The list has the object at `key` at `resource_version`: true (and it is seen) if the store
+/// holds it at that version already, so it need not be converted again.
+pub(super) fn list_unchanged(
     shared: &Shared,
     kind: usize,
     key: &str,
     resource_version: Version,
-) -> Option<Item> {
-    let inner = lock(shared);
-    let stored = inner.stores[kind].get(key)?;
-    (stored.resource_version == resource_version).then(|| stored.item.clone())
+) -> bool {
+    let mut inner = lock(shared);
+    match inner.stores[kind].get_mut(key) {
+        Some(stored) if stored.resource_version == resource_version => {
+            stored.listed = true;
+            true
+        }
+        _ => false,
+    }
 }
 
-/// A list of `kind` arrived: it replaces the store, published at the next tick.
-pub(super) fn store_list(shared: &Shared, kind: usize, items: HashMap<Box<str>, Stored>) {
+/// The list has an object the store lacks or holds at another version: stored now (and seen),
+/// published when the list ends.
+pub(super) fn list_upsert(
+    shared: &Shared,
+    kind: usize,
+    key: String,
+    resource_version: Version,
+    item: Item,
+) {
     let mut inner = lock(shared);
-    inner.stores[kind] = items;
+    let stored = Stored {
+        resource_version,
+        item,
+        listed: true,
+    };
+    match inner.stores[kind].get_mut(key.as_str()) {
+        Some(old) => *old = stored,
+        None => {
+            inner.stores[kind].insert(key.into_boxed_str(), stored);
+        }
+    }
+}
+
+/// The last page of a list of `kind` arrived: what it did not have leaves the store (not as a
+/// deletion: a node gone is not remembered as departed, as no watch saw it go), and the store is
+/// published at the next tick.
+pub(super) fn list_finished(shared: &Shared, kind: usize) {
+    let mut inner = lock(shared);
+    inner.stores[kind].retain(|_, stored| stored.listed);
     inner.health[kind].list_pending = true;
     inner.dirty = true;
 }
