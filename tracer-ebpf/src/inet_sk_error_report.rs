@@ -3,6 +3,8 @@
 //! - `sk_err` set after the socket closed: the errno the attempt ends with (`ECONNREFUSED`,
 //!   `EHOSTUNREACH`, `ENETUNREACH`, `ETIMEDOUT`). Since 6.10 `tcp_done_with_error()` closes first
 //!   and reports after.
+//! - `sk_err` 0 in `CLOSE`: the application read the error before this report
+//!   (`error_read_first.rs`).
 //! - `sk_err` still 0 while in `SYN_SENT`: `ip_icmp_error()` just queued an ICMP error on the socket's
 //!   error queue. If the application holds the socket lock (an ICMP from a REJECT rule one veth away
 //!   arrives inside its own `connect()`), that queued error is all there is: the kernel keeps it in
@@ -24,12 +26,14 @@ use tracer_common::{EVENT_CONNECT_END, SockError};
 use crate::{
     attempts::{self, Sock},
     dns,
+    error_read_first::error_read_first,
     maps::{emit, hooks_only, now_ns},
     maps_dns::DNS_SOCK_ERRORS,
     replies, sock_fields, syn_count,
 };
 
 const ECONNREFUSED: i32 = 111;
+const TCP_CLOSE: u8 = 7;
 const ECONNRESET: i32 = 104;
 const EPIPE: i32 = 32;
 
@@ -61,6 +65,17 @@ pub fn inet_sk_error_report(ctx: BtfTracePointContext) -> i32 {
         syn_count::catch_up(sk, attempt);
         emit(EVENT_CONNECT_END, error, attempt);
         attempts::end(sk);
+    } else if sock_fields::state(sock) == TCP_CLOSE {
+        // Closed already with no error left: since 6.10 the close comes before this report, and
+        // the application, woken by it, read the error first (`error_read_first.rs`).
+        if let Some(error) = error_read_first(sk, attempt) {
+            if attempt.closed_ns == 0 {
+                attempt.closed_ns = now_ns();
+            }
+            syn_count::catch_up(sk, attempt);
+            emit(EVENT_CONNECT_END, error, attempt);
+            attempts::end(sk);
+        }
     } else {
         let queued = sock_fields::queued_icmp_error(sock);
         if queued != 0 {

@@ -30,11 +30,12 @@
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid, macros::btf_tracepoint, programs::BtfTracePointContext,
 };
-use tracer_common::{EVENT_CONNECT_END, FLAG_RST_RECEIVED};
+use tracer_common::EVENT_CONNECT_END;
 
 use crate::{
     answered::{Seen, answered},
     attempts::{self, Sock},
+    error_read_first::error_read_first,
     maps::{emit, hooks_only, now_ns},
     replies, sock_fields, syn_count,
     syn_sent::on_syn_sent,
@@ -47,8 +48,6 @@ const TCP_SYN_RECV: i32 = 3;
 const TCP_CLOSE: i32 = 7;
 const TCP_CLOSE_WAIT: i32 = 8;
 const EADDRNOTAVAIL: i32 = 99;
-const ECONNREFUSED: i32 = 111;
-const ETIMEDOUT: i32 = 110;
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
@@ -112,23 +111,14 @@ fn on_closed(sk: Sock) {
     // An ICMP error that arrived while the application held the socket is kept in `sk_err_soft`
     // until the application reads it, and queued on the error queue until the socket is freed: if it
     // closes now, that is why. (Without the error-report tracepoint, 5.10, this is the only look.)
-    if attempt.soft_error == 0 {
-        attempt.soft_error = match sock_fields::soft_error(sk.0) {
-            0 => sock_fields::queued_icmp_error(sk.0),
-            soft => soft,
-        };
-    }
+    let read_first = error_read_first(sk, attempt);
     // Closed by the kernel (a timer or a packet in softirq), not by the application's close(): an
-    // error ended it, and the application, woken by its report on another CPU, read it already
-    // (`SO_ERROR` clears `sk_err`) before this close. Seen on 5.10 (no error-report tracepoint).
-    // A RST says refused; otherwise the retransmit timer gave up.
+    // error ended it, and the application read it already (seen on 5.10, which has no
+    // error-report tracepoint).
     let current_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if attempt.soft_error == 0 && current_tgid != attempt.pid {
-        let error = if attempt.flags & FLAG_RST_RECEIVED != 0 {
-            ECONNREFUSED
-        } else {
-            ETIMEDOUT
-        };
+    if current_tgid != attempt.pid
+        && let Some(error) = read_first
+    {
         emit(EVENT_CONNECT_END, error, attempt);
         attempts::end(sk);
     }

@@ -47,6 +47,7 @@ mod attempts;
 mod cgroup_connect;
 mod cgroup_skb_dns;
 mod dns;
+mod error_read_first;
 mod inet_sk_error_report;
 mod inet_sock_set_state;
 mod kernel_skb;
