@@ -4,7 +4,8 @@
 //! - `cgroup_ids.rs`: cgroup id (from the kernel) -> cgroup path, by walking the cgroup2 mount.
 //! - `cgroup.rs`: cgroup path -> container id, pod UID, runtime, QoS (containerd, CRI-O, Docker;
 //!   systemd and cgroupfs drivers; v1 and v2).
-//! - `cluster.rs`: pods, Services, EndpointSlices, nodes, indexed by address and UID.
+//! - `cluster/`: pods, Services, EndpointSlices, nodes, indexed by address and UID (the model,
+//!   its indexes, kubectl JSON parsing and the k8s-openapi conversions, a file each).
 //! - `source.rs`: where that state comes from (a kubectl JSON file, or `watch.rs`: list+watch of the
 //!   API, this node's pods only, one loop per kind in `reflector.rs`, list pages streamed into the
 //!   model by `list_page.rs`, backing off as `backoff.rs` says, failures in `api_failure.rs`), and
