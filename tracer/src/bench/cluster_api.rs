@@ -14,6 +14,7 @@ use std::{
 
 use anyhow::Context as _;
 
+use super::rss_kib;
 use crate::{
     identity::{Identities, source::ClusterSource},
     verdict::Verdict,
@@ -169,17 +170,4 @@ fn remote_pod_address(
     let host = 2 + (next(rng) % 30) as u8;
     let [a, b, c, _] = net.octets();
     Some(SocketAddr::from(([a, b, c, host], 8080)))
-}
-
-/// `VmHWM` and `VmRSS` of this process, KiB.
-fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
 }

@@ -8,6 +8,7 @@ use std::{fmt::Write as _, path::PathBuf, time::Instant};
 
 use anyhow::Context as _;
 
+use super::rss_kib;
 use crate::identity::cluster::{ClusterState, parse_item};
 
 #[derive(Debug, clap::Args)]
@@ -66,19 +67,6 @@ pub fn run(args: &BenchClusterModelArgs) -> anyhow::Result<()> {
         state.pods().len()
     );
     Ok(())
-}
-
-/// `VmHWM` and `VmRSS` of this process, KiB.
-fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
 }
 
 /// A kubectl List with `pods` pods shaped like a real cluster's: labels, an owner, a container port,

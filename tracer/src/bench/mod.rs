@@ -9,3 +9,16 @@ pub mod cluster_api;
 pub mod cluster_model;
 pub mod metrics;
 pub mod pipeline;
+
+/// `VmHWM` and `VmRSS` of this process, KiB.
+pub(crate) fn rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
