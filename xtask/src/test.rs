@@ -54,10 +54,8 @@ pub fn all(filter: Option<&str>, time_limit: std::time::Duration) -> anyhow::Res
     let background = {
         let tracer = tracer.clone();
         in_background(move || {
-            let tracers = vec![
-                (Arch::host(), tracer),
-                (Arch::Arm64, dist::build(Arch::Arm64.musl_target())?),
-            ];
+            let tracer_arm64 = dist::build(Arch::Arm64.musl_target())?;
+            let tracers = vec![(Arch::host(), tracer), (Arch::Arm64, tracer_arm64.clone())];
             let image = image::build(&tracers)?;
             let matrix = if with_matrix {
                 Some(kernels::prepare(
@@ -69,20 +67,15 @@ pub fn all(filter: Option<&str>, time_limit: std::time::Duration) -> anyhow::Res
             } else {
                 None
             };
-            Ok((tracers, image, matrix))
+            Ok((tracer_arm64, image, matrix))
         })
     };
     let root = workspace_root()?;
     integration::run(&root, &host_tests, time_limit, &[("TRACER_BIN", &tracer)])?;
-    let (tracers, image, matrix) = background
+    let (tracer_arm64, image, matrix) = background
         .join()
         .map_err(|_| anyhow::anyhow!("the background build panicked"))?
         .context("building the arm64 binary, the image and the kernel matrix")?;
-    let tracer_arm64 = tracers
-        .iter()
-        .find(|(arch, _)| *arch == Arch::Arm64)
-        .map(|(_, t)| t.clone())
-        .unwrap_or_default();
     integration::run(
         &root,
         &image_tests,
