@@ -91,6 +91,9 @@ pub fn cargo_for(target: &str) -> anyhow::Result<(Command, Arch)> {
     setup::debian_packages(tools.packages)?;
     let env_target = target.replace('-', "_");
     let mut cmd = cargo();
+    if arch != Arch::host() {
+        cmd.env("CARGO_TARGET_DIR", build_dir(arch)?);
+    }
     cmd.env(format!("CC_{env_target}"), tools.cc);
     if !tools.cflags.is_empty() {
         // Only when needed: cc-rs tracks the variable, and setting it rebuilds ring and its users.
@@ -110,6 +113,18 @@ pub fn cargo_for(target: &str) -> anyhow::Result<(Command, Arch)> {
     Ok((cmd, arch))
 }
 
+/// Where `arch`'s binaries build: the host's in `target/`, another architecture's in
+/// `target/cross-ARCH/`. Cargo locks a build directory for a whole build; with one each, the arm64
+/// binary builds while the host's tests build and run (`cargo xtask test`).
+pub fn build_dir(arch: Arch) -> anyhow::Result<PathBuf> {
+    let target = workspace_root()?.join("target");
+    Ok(if arch == Arch::host() {
+        target
+    } else {
+        target.join(format!("cross-{}", arch.debian_name()))
+    })
+}
+
 /// Builds the static binary for `target` and returns its path.
 pub fn build(target: &str) -> anyhow::Result<PathBuf> {
     let (mut cmd, arch) = cargo_for(target)?;
@@ -122,7 +137,7 @@ pub fn build(target: &str) -> anyhow::Result<PathBuf> {
         target,
     ]))?;
     let root = workspace_root()?;
-    let built = root.join("target").join(target).join("release/tracer");
+    let built = build_dir(arch)?.join(target).join("release/tracer");
     check_static(&built, arch)?;
     let version = env!("CARGO_PKG_VERSION");
     let dist = root.join("target/dist");

@@ -6,10 +6,20 @@
 //! process with a time limit (`integration.rs`): each attaches to the same root cgroup and
 //! tracepoints, and timing assertions (SYN retransmits 1 s apart) want a quiet machine.
 //!
-//! The host's integration tests mostly wait (for SYN retransmits, DNS timeouts, a tracer to start),
-//! so what only the image test and the matrix need (the arm64 binaries, the image, the kernels)
-//! is built beside them at the lowest CPU priority: it takes the CPU they leave idle.
-use std::{path::Path, process::Command, thread::JoinHandle};
+//! The arm64 side needs nothing the host's side builds, so it runs beside it from the start, at
+//! the lowest CPU priority and in its own build directory (cargo locks one per build): its binary
+//! builds in the CPU the host's builds leave idle, and its VM runs while the host's integration
+//! tests mostly wait (for SYN retransmits, DNS timeouts, a tracer to start). The VM starts only
+//! once the host's builds are done: a VM starved by a build would miss its scenarios' timings.
+//! The amd64 VMs follow the host's tests, at the same low priority as the arm64 one.
+//! Each phase's time is printed (`[time]`), so a CI log shows where a cold run's time goes.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::mpsc,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
 
 use anyhow::Context as _;
 
@@ -24,83 +34,151 @@ use crate::{
 /// The test binary that checks the image (it needs every architecture's binary).
 const IMAGE_TESTS: &str = "image";
 
-pub fn all(filter: Option<&str>, time_limit: std::time::Duration) -> anyhow::Result<()> {
-    setup::all()?;
-    if filter.is_none() {
-        // --include-ignored: a test marked #[ignore] runs anyway; nothing is skipped in silence.
-        run(cargo().args([
-            "test",
-            "--workspace",
-            "--exclude",
-            "tests",
-            "--exclude",
-            "tracer-ebpf",
-            "--",
-            "--include-ignored",
-        ]))?;
-    }
-    // The files users download, tested as they are: the static binaries, and the image around them.
-    let tracer = dist::build(Arch::host().musl_target())?;
-    // Built now: the background work below also runs cargo, which locks the build directory.
-    let (image_tests, host_tests): (Vec<_>, Vec<_>) = integration::build(filter)?
-        .into_iter()
-        .partition(|t| t.binary == IMAGE_TESTS);
-    let with_matrix = filter.is_none();
-    let host_tiers = if with_matrix {
-        host_tiers(&tracer)?
-    } else {
-        Vec::new()
-    };
-    let background = {
-        let tracer = tracer.clone();
-        in_background(move || {
-            let tracer_arm64 = dist::build(Arch::Arm64.musl_target())?;
-            let tracers = vec![(Arch::host(), tracer), (Arch::Arm64, tracer_arm64.clone())];
-            let image = image::build(&tracers)?;
-            let matrix = if with_matrix {
-                Some(kernels::prepare(
-                    matrix_targets()?,
-                    &tracers,
-                    kernels::TierScope::Newest,
-                    host_tiers,
-                )?)
-            } else {
-                None
-            };
-            Ok((tracer_arm64, image, matrix))
-        })
-    };
-    let root = workspace_root()?;
-    integration::run(&root, &host_tests, time_limit, &[("TRACER_BIN", &tracer)])?;
-    let (tracer_arm64, image, matrix) = background
-        .join()
-        .map_err(|_| anyhow::anyhow!("the background build panicked"))?
-        .context("building the arm64 binary, the image and the kernel matrix")?;
-    integration::run(
-        &root,
-        &image_tests,
-        time_limit,
-        &[
-            ("TRACER_BIN", &tracer),
-            ("TRACER_BIN_ARM64", &tracer_arm64),
-            ("TRACER_IMAGE", &image),
-        ],
-    )?;
-    match matrix {
-        Some(matrix) => matrix.run(),
-        None => Ok(()),
-    }
+pub fn all(filter: Option<&str>, time_limit: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let result = all_phases(filter, time_limit);
+    eprintln!(
+        "xtask: [time] cargo xtask test {} in {:.0} s",
+        if result.is_ok() { "passed" } else { "failed" },
+        started.elapsed().as_secs_f64()
+    );
+    result
 }
 
-/// Every amd64 VM kernel (the host's ran every scenario just now, as the integration tests); of
-/// the emulated arm64 kernels, the newest (`cargo xtask kernels --arch arm64` runs them all). The
-/// other hook tiers are forced on the newest amd64 kernel, which offers them all, but those the
-/// host chose (`host_tiers`), which its integration tests ran (`cargo xtask kernels` forces every
-/// tier on every kernel).
-fn matrix_targets() -> anyhow::Result<Vec<kernels::Target>> {
+fn all_phases(filter: Option<&str>, time_limit: Duration) -> anyhow::Result<()> {
+    phase("set-up", setup::all)?;
+    let with_matrix = filter.is_none();
+    let (send_arm64_binary, arm64_binary) = mpsc::channel::<PathBuf>();
+    let (host_builds_done, wait_for_host_builds) = mpsc::channel::<()>();
+    let arm64 = in_background(move || {
+        let tracer = phase("(beside) the arm64 binary", || {
+            dist::build(Arch::Arm64.musl_target())
+        })?;
+        let _ = send_arm64_binary.send(tracer.clone());
+        if !with_matrix {
+            return Ok(None);
+        }
+        let vm = phase(
+            "(beside) the arm64 kernel's tests, kernel and userland",
+            || {
+                kernels::prepare(
+                    vec![kernels::newest(Arch::Arm64)],
+                    &[(Arch::Arm64, tracer)],
+                    kernels::TierScope::Newest,
+                    Vec::new(),
+                )
+            },
+        )?;
+        if wait_for_host_builds.recv().is_err() {
+            // The host's side failed before its tests: nothing will read this VM's result.
+            return Ok(None);
+        }
+        phase("(beside) the arm64 kernel", || vm.run()).map(Some)
+    });
+
+    if with_matrix {
+        // --include-ignored: a test marked #[ignore] runs anyway; nothing is skipped in silence.
+        phase("unit tests", || {
+            run(cargo().args([
+                "test",
+                "--workspace",
+                "--exclude",
+                "tests",
+                "--exclude",
+                "tracer-ebpf",
+                "--",
+                "--include-ignored",
+            ]))
+        })?;
+    }
+    // The files users download, tested as they are: the static binaries, and the image around them.
+    let tracer = phase("the x86_64 binary", || {
+        dist::build(Arch::host().musl_target())
+    })?;
+    let (image_tests, host_tests): (Vec<_>, Vec<_>) =
+        phase("building the integration tests", || {
+            integration::build(filter)
+        })?
+        .into_iter()
+        .partition(|t| t.binary == IMAGE_TESTS);
+    let amd64 = if with_matrix {
+        let host_tiers = host_tiers(&tracer)?;
+        let tracer = tracer.clone();
+        Some(in_background(move || {
+            phase("(beside) the amd64 kernels' tests and kernels", || {
+                kernels::prepare(
+                    amd64_targets()?,
+                    &[(Arch::host(), tracer)],
+                    kernels::TierScope::Newest,
+                    host_tiers,
+                )
+            })
+        }))
+    } else {
+        None
+    };
+    let _ = host_builds_done.send(());
+
+    let root = workspace_root()?;
+    phase("integration tests on this host", || {
+        integration::run(&root, &host_tests, time_limit, &[("TRACER_BIN", &tracer)])
+    })?;
+    let received = phase("waiting for the arm64 binary", || {
+        Ok(arm64_binary.recv().ok())
+    })?;
+    let Some(tracer_arm64) = received else {
+        // It ended without one: its error says why.
+        let why = joined(arm64)
+            .err()
+            .unwrap_or_else(|| anyhow::anyhow!("the arm64 build ended without a binary"));
+        return Err(why.context("building the arm64 binary"));
+    };
+    let tracers = [(Arch::host(), tracer), (Arch::Arm64, tracer_arm64)];
+    let image = phase("the image", || image::build(&tracers))?;
+    phase("the image's tests", || {
+        integration::run(
+            &root,
+            &image_tests,
+            time_limit,
+            &[
+                ("TRACER_BIN", &tracers[0].1),
+                ("TRACER_BIN_ARM64", &tracers[1].1),
+                ("TRACER_IMAGE", &image),
+            ],
+        )
+    })?;
+    let Some(amd64) = amd64 else {
+        return joined(arm64).map(drop);
+    };
+    let amd64 = joined(amd64)?;
+    // The same priority as the arm64 VM, still running: VMs that outrank it would starve it.
+    lower_priority();
+    let ran = phase("the amd64 kernels", || amd64.run())?;
+    let arm64 = phase("waiting for the arm64 kernel", || joined(arm64))?
+        .context("the arm64 kernel was not run")?;
+    ran.and(arm64).report()
+}
+
+/// Runs one phase of the test run and says how long it took, so a CI log shows where a cold
+/// run's time goes.
+fn phase<T>(name: &str, work: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let started = Instant::now();
+    let result = work();
+    eprintln!(
+        "xtask: [time] {name}: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+/// Every amd64 VM kernel (the host's ran every scenario just now, as the integration tests). The
+/// other hook tiers are forced on the newest, which offers them all, but those the host chose
+/// (`host_tiers`), which its integration tests ran (`cargo xtask kernels` forces every tier on
+/// every kernel). Of the emulated arm64 kernels only the newest runs, beside (`cargo xtask kernels
+/// --arch arm64` runs them all).
+fn amd64_targets() -> anyhow::Result<Vec<kernels::Target>> {
     let mut targets = kernels::chosen_targets(&kernels::KernelsArgs::default())?;
     targets.retain(|t| !matches!(t, kernels::Target::Host));
-    targets.push(kernels::newest(Arch::Arm64));
     Ok(targets)
 }
 
@@ -135,26 +213,38 @@ fn host_tiers(tracer: &Path) -> anyhow::Result<Vec<String>> {
     Ok(tiers)
 }
 
-/// Runs `work` on a thread at the lowest CPU priority (nice 19), which every process it starts
-/// inherits: on Linux the nice value belongs to the thread, and a child takes its parent
-/// thread's.
+/// Runs `work` on a thread at the lowest CPU priority (`lower_priority`).
 fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> JoinHandle<anyhow::Result<T>> {
     std::thread::spawn(move || {
-        // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
-        let lowered = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid.cast_unsigned(), 19)
-        };
-        if lowered != 0 {
-            eprintln!(
-                "xtask: the background build runs at normal priority: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+        lower_priority();
         work()
     })
+}
+
+/// The result of a background thread.
+fn joined<T>(thread: JoinHandle<anyhow::Result<T>>) -> anyhow::Result<T> {
+    thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("a background thread panicked"))?
+}
+
+/// Sets the calling thread to the lowest CPU priority (nice 19), which every process and thread
+/// it starts afterwards inherits: on Linux the nice value belongs to the thread, and a child takes
+/// its parent thread's.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
+    let lowered = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid.cast_unsigned(), 19)
+    };
+    if lowered != 0 {
+        eprintln!(
+            "xtask: running at normal priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// `cargo xtask kernels`: the matrix alone.

@@ -306,12 +306,37 @@ pub fn run(
     tracers: &[(Arch, PathBuf)],
     scope: TierScope,
 ) -> anyhow::Result<()> {
-    prepare(targets, tracers, scope, Vec::new())?.run()
+    prepare(targets, tracers, scope, Vec::new())?
+        .run()?
+        .report()
+}
+
+/// What the scenarios gave on each kernel of one or more `Prepared`, and the architectures whose
+/// archive could not be reached.
+pub struct Ran {
+    outcomes: Vec<report::Outcome>,
+    offline: Vec<Arch>,
+}
+
+impl Ran {
+    /// `self`'s kernels, then `other`'s, in one table.
+    pub fn and(mut self, other: Ran) -> Ran {
+        self.outcomes.extend(other.outcomes);
+        self.offline.extend(other.offline);
+        self
+    }
+
+    /// Prints the tables; fails if any scenario failed anywhere or a kernel could not be tested.
+    pub fn report(self) -> anyhow::Result<()> {
+        println!("{}", report::tables(&self.outcomes));
+        verdict(&self.outcomes, &self.offline)
+            .map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+    }
 }
 
 impl Prepared {
     /// Runs the scenarios: the host first and alone, then the VMs side by side.
-    pub fn run(self) -> anyhow::Result<()> {
+    pub fn run(self) -> anyhow::Result<Ran> {
         let Prepared {
             targets,
             scope,
@@ -398,14 +423,13 @@ impl Prepared {
             outcomes[i] = Some(outcome?);
         }
         let outcomes: Vec<report::Outcome> = outcomes.into_iter().flatten().collect();
-        println!("{}", report::tables(&outcomes));
         let offline: Vec<Arch> = sources
             .online
             .iter()
             .filter(|(_, online)| !online)
             .map(|(arch, _)| *arch)
             .collect();
-        verdict(&outcomes, &offline).map_err(|why| anyhow::anyhow!("kernel matrix: {why}"))
+        Ok(Ran { outcomes, offline })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Running the scenarios: natively on the host kernel, or in a qemu VM booting a Debian kernel.
 use std::{
     fmt::Write as _,
+    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -307,8 +308,7 @@ pub(super) fn boot(
     log: &Path,
     timeout: Duration,
 ) -> anyhow::Result<Booted> {
-    let mut qemu = qemu
-        .args(["-nographic", "-no-reboot", "-nodefaults"])
+    qemu.args(["-nographic", "-no-reboot", "-nodefaults"])
         .args(["-serial", "stdio", "-monitor", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
@@ -316,9 +316,19 @@ pub(super) fn boot(
         .arg(initrd)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(log)?)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {what}"))?;
+        .stderr(Stdio::inherit());
+    // SAFETY: prctl only, between fork and exec. The thread that starts qemu waits for it below,
+    // so qemu is killed exactly when `cargo xtask` ends first (a failure elsewhere, Ctrl-C).
+    unsafe {
+        qemu.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut qemu = qemu.spawn().with_context(|| format!("starting {what}"))?;
     let deadline = Instant::now() + timeout;
     let mut timed_out = None;
     while qemu.try_wait()?.is_none() {
