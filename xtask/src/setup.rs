@@ -47,6 +47,8 @@ const TEST_PACKAGES: &[&str] = &[
     "umoci",
     "skopeo",
     "prometheus",
+    // GNU time: the peak RSS of `tracer summary` in `cargo xtask bench`.
+    "time",
 ];
 
 pub fn all() -> anyhow::Result<()> {

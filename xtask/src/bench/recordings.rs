@@ -4,9 +4,9 @@
 //!
 //! The recording is generated here: a busy node's mix of connect records (refused, abandoned after
 //! a live update, slow, timed out, and some live flows that never end), healthy counts, DNS, Service
-//! and stats records, 2,000 workloads x destinations. `summary` runs as a child whose peak RSS
-//! `wait4` reports; `replay --speed 0` runs in a tmux terminal of its own until its header says
-//! `ENDED`, and its `VmHWM` is read before it is told to quit.
+//! and stats records, 2,000 workloads x destinations. `summary` runs under GNU `time`, which
+//! reports its peak RSS; `replay --speed 0` runs in a tmux terminal of its own until its header
+//! says `ENDED`, and its `VmHWM` is read before it is told to quit.
 use std::{
     fs::File,
     io::{BufWriter, Write as _},
@@ -18,6 +18,9 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use super::{kstats, report::Table};
+
+/// GNU time (Debian package `time`), which reports its child's peak RSS (`%M`, KiB).
+const TIME: &str = "/usr/bin/time";
 
 /// What `summary` and `replay` may use, whatever the file's size.
 const TARGET_MIB: f64 = 64.0;
@@ -92,37 +95,37 @@ fn measure_all(tracer: &Path, dir: &Path, large_mib: u64, table: &mut Table) -> 
     Ok(())
 }
 
-/// `tracer summary FILE`, output discarded; its peak RSS from `wait4`.
+/// `tracer summary FILE`, output discarded; its peak RSS as GNU `time` reports it. Not from this
+/// process's own `wait4`: a child started from a process as large as the benchmark (the cluster
+/// model section leaves it at about 150 MiB) takes the parent's peak into its own `ru_maxrss`,
+/// since `exec` folds the peak of the memory it leaves (the parent's, for a `vfork`ed or forked
+/// child) into the process's. `time` is small, and forks the tracer from its own memory.
 fn summary(tracer: &Path, file: &Path) -> anyhow::Result<Measured> {
     let started = Instant::now();
-    let child = Command::new(tracer)
+    let out = Command::new(TIME)
+        .args(["--format", "%M"])
+        .arg(tracer)
         .arg("summary")
         .arg(file)
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("running tracer summary")?;
-    let pid = libc::pid_t::try_from(child.id()).context("a pid")?;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, which `child` has not reaped; both out-pointers are valid.
-    let waited = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
-    if waited != pid {
+        .output()
+        .with_context(|| format!("running tracer summary through {TIME}"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
         bail!(
-            "waiting for tracer summary: {}",
-            std::io::Error::last_os_error()
+            "tracer summary of {} failed ({}): {stderr}",
+            file.display(),
+            out.status
         );
     }
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        bail!(
-            "tracer summary of {} failed (status {status})",
-            file.display()
-        );
-    }
+    // The tracer's own stderr comes first; `time`'s line is the last.
+    let peak_kib: f64 = stderr
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse().ok())
+        .with_context(|| format!("{TIME} printed no peak RSS: {stderr}"))?;
     Ok(Measured {
-        // ru_maxrss is in KiB on Linux.
-        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+        peak_mib: peak_kib / 1024.0,
         secs: started.elapsed().as_secs_f64(),
     })
 }
