@@ -495,28 +495,42 @@ fn a_broken_api_is_backed_off(fault: Fault, relists: bool) {
     assert!(said.lines().len() <= 8, "{:#?}", said.lines());
 }
 
-/// A watch answered 200 and then a line that is not JSON (a proxy's error page).
+/// Each broken watch, side by side (each waits out about 50 s of the real backoff, so one after
+/// the other they held the unit tests for minutes), each on a thread named after its fault; the
+/// test fails naming every fault whose checks failed.
+/// - `WatchNotJson`: a watch answered 200 and then a line that is not JSON (a proxy's error page);
+/// - `WatchError500`: a watch answered 200 and then an `ERROR` event with code 500;
+/// - `WatchGone`: every watch answered `410 Gone`: list, watch, 410, list ... one list per step;
+/// - `WatchGoneEvent`: every watch answered 200 and an `ERROR` 410 event, relisted the same way.
 #[test]
-fn a_watch_that_answers_a_line_that_is_not_json_is_backed_off() {
-    a_broken_api_is_backed_off(Fault::WatchNotJson, false);
-}
-
-/// A watch answered 200 and then an `ERROR` event with code 500.
-#[test]
-fn a_watch_that_sends_an_error_500_event_is_backed_off() {
-    a_broken_api_is_backed_off(Fault::WatchError500, false);
-}
-
-/// Every watch answered `410 Gone`: list, watch, 410, list ... one list per backoff step.
-#[test]
-fn a_watch_always_answered_410_relists_once_per_backoff_step() {
-    a_broken_api_is_backed_off(Fault::WatchGone, true);
-}
-
-/// Every watch answered 200 and an `ERROR` 410 event.
-#[test]
-fn a_watch_always_sending_an_error_410_event_relists_once_per_backoff_step() {
-    a_broken_api_is_backed_off(Fault::WatchGoneEvent, true);
+fn every_broken_watch_is_backed_off_and_recovers() {
+    let faults = [
+        (Fault::WatchNotJson, false),
+        (Fault::WatchError500, false),
+        (Fault::WatchGone, true),
+        (Fault::WatchGoneEvent, true),
+    ];
+    let failed: Vec<String> = std::thread::scope(|scope| {
+        let threads: Vec<_> = faults
+            .into_iter()
+            .map(|(fault, relists)| {
+                let name = format!("{fault:?}");
+                let thread = std::thread::Builder::new()
+                    .name(name.clone())
+                    .spawn_scoped(scope, move || a_broken_api_is_backed_off(fault, relists))
+                    .expect("a thread per fault");
+                (name, thread)
+            })
+            .collect();
+        threads
+            .into_iter()
+            .filter_map(|(name, thread)| thread.join().is_err().then_some(name))
+            .collect()
+    });
+    assert!(
+        failed.is_empty(),
+        "failed (their panics are above): {failed:?}"
+    );
 }
 
 /// Every request answered 500: lists fail and are backed off.
