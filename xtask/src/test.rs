@@ -8,10 +8,11 @@
 //!
 //! The arm64 side needs nothing the host's side builds, so it runs beside it from the start, at
 //! the lowest CPU priority and in its own build directory (cargo locks one per build): its binary
-//! builds in the CPU the host's builds leave idle, and its VM runs while the host's integration
-//! tests mostly wait (for SYN retransmits, DNS timeouts, a tracer to start). The VM starts only
-//! once the host's builds are done: a VM starved by a build would miss its scenarios' timings.
-//! The amd64 VMs follow the host's tests, at the same low priority as the arm64 one.
+//! builds in the CPU the host's builds leave idle. The VMs run beside the host's integration
+//! tests, which mostly wait (for SYN retransmits, DNS timeouts, a tracer to start), also at the
+//! lowest priority: the arm64 one once the host's builds are done (a VM starved by a build would
+//! miss its scenarios' timings), the amd64 ones once the arm64 binary is built too (the arm64 VM,
+//! the longest, goes first).
 //! Each phase's time is printed (`[time]`), so a CI log shows where a cold run's time goes.
 use std::{
     path::{Path, PathBuf},
@@ -49,31 +50,15 @@ fn all_phases(filter: Option<&str>, time_limit: Duration) -> anyhow::Result<()> 
     phase("set-up", setup::all)?;
     let with_matrix = filter.is_none();
     let (send_arm64_binary, arm64_binary) = mpsc::channel::<PathBuf>();
+    let (arm64_built, wait_for_arm64_build) = mpsc::channel::<()>();
     let (host_builds_done, wait_for_host_builds) = mpsc::channel::<()>();
     let arm64 = in_background(move || {
-        let tracer = phase("(beside) the arm64 binary", || {
-            dist::build(Arch::Arm64.musl_target())
-        })?;
-        let _ = send_arm64_binary.send(tracer.clone());
-        if !with_matrix {
-            return Ok(None);
-        }
-        let vm = phase(
-            "(beside) the arm64 kernel's tests, kernel and userland",
-            || {
-                kernels::prepare(
-                    vec![kernels::newest(Arch::Arm64)],
-                    &[(Arch::Arm64, tracer)],
-                    kernels::TierScope::Newest,
-                    Vec::new(),
-                )
-            },
-        )?;
-        if wait_for_host_builds.recv().is_err() {
-            // The host's side failed before its tests: nothing will read this VM's result.
-            return Ok(None);
-        }
-        phase("(beside) the arm64 kernel", || vm.run()).map(Some)
+        arm64_side(
+            with_matrix,
+            &send_arm64_binary,
+            arm64_built,
+            &wait_for_host_builds,
+        )
     });
 
     if with_matrix {
@@ -105,14 +90,18 @@ fn all_phases(filter: Option<&str>, time_limit: Duration) -> anyhow::Result<()> 
         let host_tiers = host_tiers(&tracer)?;
         let tracer = tracer.clone();
         Some(in_background(move || {
-            phase("(beside) the amd64 kernels' tests and kernels", || {
+            let vms = phase("(beside) the amd64 kernels' tests and kernels", || {
                 kernels::prepare(
                     amd64_targets()?,
                     &[(Arch::host(), tracer)],
                     kernels::TierScope::Newest,
                     host_tiers,
                 )
-            })
+            })?;
+            // The arm64 binary first: its VM, the longest, waits for it. Err: it failed, and
+            // main says so; these VMs run all the same.
+            let _ = wait_for_arm64_build.recv();
+            phase("(beside) the amd64 kernels", || vms.run())
         }))
     } else {
         None
@@ -150,13 +139,45 @@ fn all_phases(filter: Option<&str>, time_limit: Duration) -> anyhow::Result<()> 
     let Some(amd64) = amd64 else {
         return joined(arm64).map(drop);
     };
-    let amd64 = joined(amd64)?;
-    // The same priority as the arm64 VM, still running: VMs that outrank it would starve it.
-    lower_priority();
-    let ran = phase("the amd64 kernels", || amd64.run())?;
+    let amd64 = phase("waiting for the amd64 kernels", || joined(amd64))?;
     let arm64 = phase("waiting for the arm64 kernel", || joined(arm64))?
         .context("the arm64 kernel was not run")?;
-    ran.and(arm64).report()
+    amd64.and(arm64).report()
+}
+
+/// The arm64 binary (sent as soon as it is built; `built` is dropped then, which tells the amd64
+/// VMs), then the newest arm64 kernel's scenarios, once the host's builds are done; `None` without
+/// the matrix, or when the host's side failed first.
+fn arm64_side(
+    with_matrix: bool,
+    send_binary: &mpsc::Sender<PathBuf>,
+    built: mpsc::Sender<()>,
+    wait_for_host_builds: &mpsc::Receiver<()>,
+) -> anyhow::Result<Option<kernels::Ran>> {
+    let tracer = phase("(beside) the arm64 binary", || {
+        dist::build(Arch::Arm64.musl_target())
+    })?;
+    let _ = send_binary.send(tracer.clone());
+    drop(built);
+    if !with_matrix {
+        return Ok(None);
+    }
+    let vm = phase(
+        "(beside) the arm64 kernel's tests, kernel and userland",
+        || {
+            kernels::prepare(
+                vec![kernels::newest(Arch::Arm64)],
+                &[(Arch::Arm64, tracer)],
+                kernels::TierScope::Newest,
+                Vec::new(),
+            )
+        },
+    )?;
+    if wait_for_host_builds.recv().is_err() {
+        // The host's side failed before its tests: nothing will read this VM's result.
+        return Ok(None);
+    }
+    phase("(beside) the arm64 kernel", || vm.run()).map(Some)
 }
 
 /// Runs one phase of the test run and says how long it took, so a CI log shows where a cold
