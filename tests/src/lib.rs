@@ -21,6 +21,7 @@ pub mod kernel_facts;
 pub mod kernel_maps;
 pub mod prometheus;
 pub mod socket_lb;
+pub mod temp_file;
 pub mod testbed;
 pub mod tmux;
 pub mod tracer;

@@ -21,14 +21,12 @@ impl Tmux {
         let tmux = Tmux {
             socket: format!("tracer-test-{name}-{}", std::process::id()),
         };
-        let conf = std::env::temp_dir().join(format!(
-            "tracer-test-{}-{name}.tmux.conf",
-            std::process::id()
-        ));
-        std::fs::write(&conf, "set -g remain-on-exit on\n").expect("tmux config");
+        // Read as the server starts, which `new-session` waits for: removed after.
+        let conf =
+            crate::temp_file::temp_file(&format!("{name}.tmux.conf"), "set -g remain-on-exit on\n");
         tmux.run(&[
             "-f",
-            &conf.display().to_string(),
+            &conf,
             "new-session",
             "-d",
             "-x",

@@ -76,7 +76,7 @@ fn replies_lost(tracer: &Tracer) -> Vec<&Value> {
 }
 
 /// Cluster state in which the ingress node (the SNAT address) is a node that is not Ready.
-fn ingress_node_not_ready(bed: &ReturnPathBed) -> std::path::PathBuf {
+fn ingress_node_not_ready(bed: &ReturnPathBed) -> tests::temp_file::TempFile {
     let snapshot = serde_json::json!({
         "apiVersion": "v1", "kind": "List",
         "items": [{
@@ -85,13 +85,7 @@ fn ingress_node_not_ready(bed: &ReturnPathBed) -> std::path::PathBuf {
                        "conditions": [{"type": "Ready", "status": "Unknown"}]}
         }]
     });
-    let path = std::env::temp_dir().join(format!(
-        "tracer-test-{}-{}-nodes.json",
-        std::process::id(),
-        bed.pod.name()
-    ));
-    std::fs::write(&path, snapshot.to_string()).expect("write the cluster state");
-    path
+    tests::temp_file::temp_file("nodes.json", snapshot.to_string())
 }
 
 #[test]
@@ -107,7 +101,7 @@ fn replies_cut_on_the_ingress_node_are_lost_and_name_the_snat_address_and_the_cl
         "--conntrack-netns",
         bed.ingress.name(),
         "--cluster-state",
-        cluster_state.to_str().expect("utf-8 path"),
+        &cluster_state,
     ]);
     let served = server(&bed, 2);
 

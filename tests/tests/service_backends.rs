@@ -632,16 +632,9 @@ fn a_service_whose_only_endpoint_is_gone_from_the_bridge_names_it_from_the_rules
     let vip = SocketAddr::from(SocketAddrV4::new(bed.vip, SVC_PORT));
     bed.node
         .iptables_restore(&kube_proxy_one_endpoint(vip, gone));
-    let state = std::env::temp_dir().join(format!(
-        "tracer-test-{}-{}.json",
-        std::process::id(),
-        bed.node.name()
-    ));
-    std::fs::write(&state, only_endpoint_gone(vip, gone).to_string()).expect("cluster state");
-    let mut tracer = tracer_for(
-        &bed,
-        &["--cluster-state", state.to_str().expect("a UTF-8 path")],
-    );
+    let state =
+        tests::temp_file::temp_file("state.json", only_endpoint_gone(vip, gone).to_string());
+    let mut tracer = tracer_for(&bed, &["--cluster-state", &state]);
     // The audit has read the rules once it reports the entry stale (its pod is gone).
     tracer.expect("the rules read", Duration::from_secs(10), |v| {
         v["kind"] == "stale_datapath"
@@ -678,5 +671,4 @@ fn a_service_whose_only_endpoint_is_gone_from_the_bridge_names_it_from_the_rules
         assert_eq!(r["backend"], gone.to_string(), "{r}");
     }
     assert_eq!(end["cluster_verdict"], "backend is no live pod", "{end}");
-    let _ = std::fs::remove_file(&state);
 }

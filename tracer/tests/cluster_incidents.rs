@@ -7,6 +7,9 @@
 //! (b) "file-service": an EndpointSlice still pointing at a deleted pod's IP.
 #![expect(clippy::unwrap_used, reason = "test assertions")]
 
+#[path = "../../tests/src/temp_file.rs"]
+mod temp_file;
+
 use std::net::{IpAddr, SocketAddr};
 
 use tracer::{
@@ -855,12 +858,10 @@ mod source {
     #[test]
     fn a_snapshot_file_loads_and_says_where_names_come_from() {
         // A fresh copy: the age is the file's.
-        let path = std::env::temp_dir().join(format!(
-            "tracer-source-{}-webhooks.json",
-            std::process::id()
-        ));
-        std::fs::write(&path, fixture("webhooks.json")).expect("write temp file");
-        let view = ClusterSource::from_file(&path).expect("load").view();
+        let path = temp_file::temp_file("webhooks.json", fixture("webhooks.json"));
+        let view = ClusterSource::from_file(std::path::Path::new(&*path))
+            .expect("load")
+            .view();
         assert_eq!((view.source, view.stale), ("file", false));
         assert_eq!(view.state.pods().len(), 7);
         assert!(view.age < Duration::from_mins(1));

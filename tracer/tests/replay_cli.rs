@@ -17,11 +17,9 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn temp_file(name: &str, text: &str) -> String {
-    let path = std::env::temp_dir().join(format!("tracer-test-{}-{name}", std::process::id()));
-    std::fs::write(&path, text).expect("write temp file");
-    path.display().to_string()
-}
+#[path = "../../tests/src/temp_file.rs"]
+mod temp_file;
+use temp_file::temp_file;
 
 #[test]
 fn summary_ranks_the_dead_backend_first() {
@@ -44,7 +42,7 @@ fn a_malformed_line_is_an_error_with_its_number() {
         std::fs::read_to_string(format!("{FIXTURES}/c_no_endpoints_icmp.jsonl")).expect("fixture");
     let path = temp_file(
         "bad.jsonl",
-        &format!("{good}{{\"schema\":1,\"kind\":\"connect\",\n"),
+        format!("{good}{{\"schema\":1,\"kind\":\"connect\",\n"),
     );
     for command in ["replay", "summary"] {
         let (code, out, err) = run(&[command, &path]);
@@ -111,7 +109,7 @@ fn a_recording_cut_mid_line_by_a_crash_is_read_with_a_warning() {
 fn records_of_an_unknown_kind_are_skipped_and_counted() {
     let good = fixture("c_no_endpoints_icmp");
     let newer = r#"{"schema":1,"kind":"quic_handshake","time":"2026-11-30T16:40:01.000Z","whatever":[1,2]}"#;
-    let path = temp_file("newer.jsonl", &format!("{newer}\n{good}{newer}\n"));
+    let path = temp_file("newer.jsonl", format!("{newer}\n{good}{newer}\n"));
     let (code, out, err) = run(&["summary", &path]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -122,11 +120,18 @@ fn records_of_an_unknown_kind_are_skipped_and_counted() {
         out.contains("skipped 2 records of a kind this tracer does not know (quic_handshake 2)"),
         "{out}"
     );
+    let without = temp_file("newer-none.jsonl", &good);
+    let file_name = |path: &str| {
+        std::path::Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .expect("a file name")
+    };
     assert_eq!(
         out,
-        run(&["summary", &temp_file("newer-none.jsonl", &good)])
+        run(&["summary", &without])
             .1
-            .replace("newer-none", "newer")
+            .replace(&file_name(&without), &file_name(&path))
             .replacen(
                 '\n',
                 "\nskipped 2 records of a kind this tracer does not know (quic_handshake 2): \
@@ -145,7 +150,7 @@ fn a_line_longer_than_the_limit_is_an_error_that_names_it() {
         "{{\"schema\":1,\"kind\":\"stats\",\"x\":\"{}\"}}\n",
         "a".repeat(3 << 20)
     );
-    let path = temp_file("long.jsonl", &format!("{good}{long}{good}"));
+    let path = temp_file("long.jsonl", format!("{good}{long}{good}"));
     for command in ["replay", "summary"] {
         let (code, out, err) = run(&[command, &path]);
         assert_eq!(code, 1, "{command}: {err}");
@@ -165,7 +170,7 @@ fn a_record_with_a_70000_character_name_is_summarized() {
     let long = "c".repeat(70_000);
     let path = temp_file(
         "long-comm.jsonl",
-        &good.replace("\"comm\":\"checkout\"", &format!("\"comm\":\"{long}\"")),
+        good.replace("\"comm\":\"checkout\"", &format!("\"comm\":\"{long}\"")),
     );
     let (code, out, err) = run(&["summary", &path]);
     assert_eq!(code, 0, "{err}");
@@ -186,12 +191,10 @@ fn a_read_error_says_its_cause_once() {
     assert_eq!(code, 1, "{err}");
     assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
     let good = fixture("c_no_endpoints_icmp");
-    let path =
-        std::env::temp_dir().join(format!("tracer-test-{}-latin1.jsonl", std::process::id()));
     let mut bytes = good.into_bytes();
     bytes.extend_from_slice(b"{\"schema\":1,\"kind\":\"stats\",\"node\":\"caf\xe9\"}\n");
-    std::fs::write(&path, bytes).expect("write");
-    let (code, _, err) = run(&["summary", &path.display().to_string()]);
+    let path = temp_file("latin1.jsonl", bytes);
+    let (code, _, err) = run(&["summary", &path]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(":16: not a tracer record: not UTF-8"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

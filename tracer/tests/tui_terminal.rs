@@ -29,11 +29,9 @@ fn tui_panic_example() -> String {
     example.display().to_string()
 }
 
-fn temp_file(name: &str, text: &str) -> String {
-    let path = std::env::temp_dir().join(format!("tracer-test-{}-{name}", std::process::id()));
-    std::fs::write(&path, text).expect("write temp file");
-    path.display().to_string()
-}
+#[path = "../../tests/src/temp_file.rs"]
+mod temp_file;
+use temp_file::temp_file;
 
 /// One tmux server of our own (its own socket), killed when the test ends.
 struct Tmux {
@@ -134,7 +132,7 @@ fn replay_in_a_terminal_answers_filter_view_help_and_quit() {
     // after a clean exit on a loaded machine.
     let script = temp_file(
         "replay.sh",
-        &format!("{TRACER} replay {DEAD_BACKEND} --speed 0; echo exit=$?; sleep 60"),
+        format!("{TRACER} replay {DEAD_BACKEND} --speed 0; echo exit=$?; sleep 60"),
     );
     let tmux = Tmux::start("replay", &format!("sh {script}"));
     let screen = tmux.wait_for("ENDED");
@@ -222,10 +220,10 @@ fn replay_shows_the_records_it_skipped_in_its_header() {
     let newer = r#"{"schema":1,"kind":"quic_handshake","time":"2026-11-30T16:40:01.000Z"}"#;
     let last = good.lines().last().expect("a last line");
     let cut = &good[..good.len() - last.len() / 2 - 1];
-    let file = temp_file("skipped.jsonl", &format!("{newer}\n{newer}\n{cut}"));
+    let file = temp_file("skipped.jsonl", format!("{newer}\n{newer}\n{cut}"));
     let script = temp_file(
         "skipped.sh",
-        &format!("{TRACER} replay {file} --speed 0 2>/dev/null; echo exit=$?; sleep 60"),
+        format!("{TRACER} replay {file} --speed 0 2>/dev/null; echo exit=$?; sleep 60"),
     );
     let tmux = Tmux::start("skipped", &format!("sh {script}"));
     let screen = tmux.wait_for("ENDED");

@@ -145,11 +145,15 @@ impl ClusterSource {
 mod tests {
     use super::*;
 
-    fn temp(name: &str, text: &str) -> PathBuf {
-        let path =
-            std::env::temp_dir().join(format!("tracer-source-{}-{name}", std::process::id()));
-        std::fs::write(&path, text).expect("write temp file");
-        path
+    /// A file for the test to read, removed when dropped.
+    fn temp(name: &str, text: &str) -> tempfile::TempPath {
+        let mut file = tempfile::Builder::new()
+            .prefix("tracer-source-")
+            .suffix(&format!("-{name}"))
+            .tempfile()
+            .expect("a temporary file");
+        std::io::Write::write_all(&mut file, text.as_bytes()).expect("write temp file");
+        file.into_temp_path()
     }
 
     #[test]
