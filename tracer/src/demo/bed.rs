@@ -21,7 +21,14 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use super::{cluster, named_netns, rtnl::Rtnl};
+use super::{
+    addresses::{
+        CLIENT, DNS_DEAD, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, WEB_DEAD, WEB_LIVE,
+        WEB_PORT, WEB_SERVICE,
+    },
+    cluster, named_netns,
+    rtnl::Rtnl,
+};
 
 pub const CLIENT_NS: &str = "tracer-demo-client";
 pub const PODS_NS: &str = "tracer-demo-pods";
@@ -30,17 +37,6 @@ const PID_FILE: &str = "/run/tracer-demo.pid";
 /// The demo's cluster state (`cluster.rs`), read by the tracer with `--cluster-state`.
 pub const CLUSTER_STATE: &str = "/run/tracer-demo-cluster.json";
 
-pub const POD_NET: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 0);
-pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
-pub const WEB_SERVICE: (Ipv4Addr, u16) = (Ipv4Addr::new(10, 96, 0, 10), 80);
-pub const WEB_LIVE: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 10);
-pub const WEB_DEAD: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 11);
-pub const WEB_PORT: u16 = 8080;
-pub const NOT_LISTENING: (Ipv4Addr, u16) = (Ipv4Addr::new(10, 250, 0, 12), 8080);
-pub const NO_ENDPOINTS: (Ipv4Addr, u16) = (Ipv4Addr::new(10, 96, 0, 20), 80);
-pub const DNS_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 53);
-pub const DNS_LIVE: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 53);
-pub const DNS_DEAD: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 54);
 /// Where the client sends Service addresses (kube-proxy's cluster IP range).
 const SERVICE_NET: (Ipv4Addr, u8) = (Ipv4Addr::new(10, 96, 0, 0), 16);
 /// A locally administered MAC address no interface has: frames sent to it are taken by nobody.

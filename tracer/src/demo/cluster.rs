@@ -15,7 +15,7 @@ use std::{net::Ipv4Addr, path::Path};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::bed::{
+use super::addresses::{
     CLIENT, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, POD_NET, WEB_DEAD, WEB_LIVE,
     WEB_PORT, WEB_SERVICE,
 };
@@ -122,7 +122,7 @@ mod tests {
     use std::net::{SocketAddr, SocketAddrV4};
 
     use super::*;
-    use crate::demo::bed::DNS_DEAD;
+    use crate::demo::addresses::DNS_DEAD;
     use crate::identity::{
         cluster::{AddressIdentity, ClusterState, Proto},
         verdicts,

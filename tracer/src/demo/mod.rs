@@ -5,6 +5,7 @@
 //! nft for the Services' rules), writes what the cluster says about it (`cluster.rs`), drives light
 //! traffic through it (`traffic.rs`), and traces it like `tracer tui` or `tracer trace
 //! --cluster-state` would on a node. Everything it made is removed when it ends.
+mod addresses;
 mod bed;
 mod cluster;
 mod named_netns;

@@ -11,9 +11,12 @@ use std::{
     time::Duration,
 };
 
-use super::bed::{
-    self, Bed, DNS_DEAD, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, Services, WEB_DEAD,
-    WEB_LIVE, WEB_PORT, WEB_SERVICE,
+use super::{
+    addresses::{
+        DNS_DEAD, DNS_LIVE, DNS_SERVICE, NO_ENDPOINTS, NOT_LISTENING, WEB_DEAD, WEB_LIVE, WEB_PORT,
+        WEB_SERVICE,
+    },
+    bed::{self, Bed, Services},
 };
 use crate::netns;
 
