@@ -7,7 +7,8 @@
 //! - `cluster/`: pods, Services, EndpointSlices, nodes, indexed by address and UID (the model,
 //!   its indexes, kubectl JSON parsing and the k8s-openapi conversions, a file each).
 //! - `source.rs`: where that state comes from (a kubectl JSON file, or `watch.rs`: list+watch of the
-//!   API, this node's pods only, one loop per kind in `reflector.rs`, list pages streamed into the
+//!   API, this node's pods only, one loop per kind in `reflector.rs`, the stores and health they
+//!   share with the publisher in `watch_state.rs`, list pages streamed into the
 //!   model by `list_page.rs`, backing off as `backoff.rs` says, failures in `api_failure.rs`), and
 //!   how fresh it is.
 //! - `pod_lookup.rs`: pods elsewhere, looked up on demand for failing records (rate-limited,
@@ -36,6 +37,7 @@ pub mod socket_owner;
 pub mod source;
 pub mod verdicts;
 pub mod watch;
+mod watch_state;
 
 use std::{
     net::{IpAddr, SocketAddr},

@@ -27,7 +27,7 @@ use super::{
     backoff::Backoff,
     cluster::{Item, ModelError},
     list_page::list_page,
-    watch::{
+    watch_state::{
         KINDS, Say, Shared, Stored, Version, count_request, forget_said, list_finished,
         list_started, list_unchanged, list_upsert, mark_current, mark_failed, store_delete,
         store_upsert,
