@@ -9,13 +9,10 @@ use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style, Stylize as _},
     text::{Line, Span},
-    widgets::{
-        Block, Borders, HighlightSpacing, Paragraph, Row as TableRow, StatefulWidget, Table,
-        TableState, Widget, Wrap,
-    },
+    widgets::{Block, Borders, Paragraph, Row as TableRow, Table, Widget, Wrap},
 };
 
-use super::short_duration;
+use super::{render_selectable, short_duration};
 use crate::tui::{
     cluster_state::{ClusterPane, ClusterRow},
     state::State,
@@ -170,17 +167,11 @@ fn render_table(pane: &ClusterPane, rows: &[&ClusterRow], area: Rect, buf: &mut 
         ])
         .style(style)
     });
-    let table = Table::new(body, widths)
-        .header(header)
-        .column_spacing(1)
-        .row_highlight_style(Style::new().reversed())
-        .highlight_symbol(">")
-        .highlight_spacing(HighlightSpacing::Always);
-    StatefulWidget::render(
-        table,
+    render_selectable(
+        Table::new(body, widths).header(header),
+        pane.selected_index(rows),
         area,
         buf,
-        &mut TableState::default().with_selected(Some(pane.selected_index(rows))),
     );
 }
 

@@ -4,13 +4,10 @@ use ratatui::{
     layout::{Constraint, Rect},
     style::Style,
     text::Line,
-    widgets::{
-        HighlightSpacing, Paragraph, Row as TableRow, StatefulWidget, Table, TableState, Widget,
-        Wrap,
-    },
+    widgets::{Paragraph, Row as TableRow, Table, Widget, Wrap},
 };
 
-use super::{col, short_duration, verdict_style};
+use super::{col, render_selectable, short_duration, verdict_style};
 use crate::{
     incidents::{
         Model,
@@ -93,18 +90,7 @@ impl Widget for FlowTable<'_> {
             TableRow::new(cells).style(style)
         });
         let selected = state.selected_index(&rows);
-        let table = Table::new(body, widths)
-            .header(header)
-            .column_spacing(1)
-            .row_highlight_style(Style::new().reversed())
-            .highlight_symbol(">")
-            .highlight_spacing(HighlightSpacing::Always);
-        StatefulWidget::render(
-            table,
-            area,
-            buf,
-            &mut TableState::default().with_selected(Some(selected)),
-        );
+        render_selectable(Table::new(body, widths).header(header), selected, area, buf);
     }
 }
 

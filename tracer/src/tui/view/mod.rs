@@ -28,7 +28,7 @@ use ratatui::{
     buffer::Buffer,
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
-    widgets::Widget,
+    widgets::{HighlightSpacing, StatefulWidget, Table, TableState, Widget},
 };
 
 use self::{
@@ -145,6 +145,21 @@ fn count_label(n: f64) -> String {
     } else {
         format!("{n:.1}")
     }
+}
+
+/// A table whose selected row is reversed and marked `>`: the Flows and Cluster panes.
+fn render_selectable(table: Table<'_>, selected: usize, area: Rect, buf: &mut Buffer) {
+    let table = table
+        .column_spacing(1)
+        .row_highlight_style(Style::new().reversed())
+        .highlight_symbol(">")
+        .highlight_spacing(HighlightSpacing::Always);
+    StatefulWidget::render(
+        table,
+        area,
+        buf,
+        &mut TableState::default().with_selected(Some(selected)),
+    );
 }
 
 fn col(n: usize) -> u16 {
