@@ -234,12 +234,24 @@ fn host_tiers(tracer: &Path) -> anyhow::Result<Vec<String>> {
     Ok(tiers)
 }
 
-/// Runs `work` on a thread at the lowest CPU priority (`lower_priority`).
+/// Runs `work` on a thread at the lowest CPU priority (nice 19), which every process and thread
+/// it starts inherits: on Linux the nice value belongs to the thread, and a child takes its parent
+/// thread's.
 fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> JoinHandle<anyhow::Result<T>> {
     std::thread::spawn(move || {
-        lower_priority();
+        // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
+        let lowered = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid.cast_unsigned(), 19)
+        };
+        if lowered != 0 {
+            eprintln!(
+                "xtask: the background work runs at normal priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
         work()
     })
 }
@@ -249,23 +261,6 @@ fn joined<T>(thread: JoinHandle<anyhow::Result<T>>) -> anyhow::Result<T> {
     thread
         .join()
         .map_err(|_| anyhow::anyhow!("a background thread panicked"))?
-}
-
-/// Sets the calling thread to the lowest CPU priority (nice 19), which every process and thread
-/// it starts afterwards inherits: on Linux the nice value belongs to the thread, and a child takes
-/// its parent thread's.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
-    let lowered = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid.cast_unsigned(), 19)
-    };
-    if lowered != 0 {
-        eprintln!(
-            "xtask: running at normal priority: {}",
-            std::io::Error::last_os_error()
-        );
-    }
 }
 
 /// `cargo xtask kernels`: the matrix alone.
